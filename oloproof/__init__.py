@@ -1,0 +1,25 @@
+"""Oloproof: check the world, not the transcript.
+
+An event-sourced recording and replay engine for evaluating AI agents. The public API is
+what ``__all__`` lists; everything else is private and may change.
+"""
+
+from oloproof.errors import OloproofError
+from oloproof.recorder import Replayable, Stateful, current_case, system, tool
+from oloproof.records import AgentCheckpoint, AgentConstraintCheck, AgentStep, AgentTrajectory, Case
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AgentCheckpoint",
+    "AgentConstraintCheck",
+    "AgentStep",
+    "AgentTrajectory",
+    "Case",
+    "OloproofError",
+    "Replayable",
+    "Stateful",
+    "current_case",
+    "system",
+    "tool",
+]

@@ -1,0 +1,71 @@
+"""Shared CLI plumbing: error handling, the console, opening the log."""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+
+from oloproof.errors import OloproofError, UsageError
+
+DB_HELP = "Path of the event log (default: .oloproof/log.db in the current folder)."
+
+
+def console(stderr: bool = False) -> Any:
+    from rich.console import Console
+
+    stream = sys.stderr if stderr else sys.stdout
+    if stream.isatty():
+        return Console(file=stream)
+    return Console(file=stream, width=int(os.environ.get("COLUMNS", "0")) or 200, no_color=True,
+                   highlight=False)
+
+
+def fail(message: str, code: int = 2) -> None:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+def handled(fn: Callable) -> Callable:
+    """Turn Oloproof errors into a message on stderr and their exit code (2 for bad input)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except OloproofError as e:
+            fail(str(e), e.exit_code)
+
+    return wrapper
+
+
+def open_log(db: str | None, *, must_exist: bool = True, durability: str = "full") -> Any:
+    from oloproof.store import DEFAULT_LOG, SQLiteStore
+
+    path = Path(db or DEFAULT_LOG)
+    if must_exist and not path.exists():
+        raise UsageError(f"no event log at {path}; run 'oloproof run' first or pass --db")
+    return SQLiteStore(path, durability=durability, create=not must_exist)
+
+
+def resolve_run(store: Any, run: str) -> str:
+    from oloproof.history import latest_run_id
+
+    return latest_run_id(store) if run == "latest" else run
+
+
+def write_json(path: str, data: Any) -> None:
+    import json
+
+    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    if path == "-":
+        click.echo(text, nl=False)
+        return
+    target = Path(path)
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(target)

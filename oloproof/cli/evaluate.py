@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+import sys
+
+import click
+
+from oloproof.cli.common import DB_HELP, console, handled, open_log, resolve_run, write_json
+
+
+@click.command("eval")
+@click.argument("run")
+@click.option("--json", "json_path", metavar="FILE", help="Write the results (SPEC §15) to FILE ('-' for stdout).")
+@click.option("--db", metavar="PATH", help=DB_HELP)
+@click.option("--project", "project_dir", default=".", type=click.Path(file_okay=False, exists=True),
+              help="Project folder holding the oloproof.yaml to evaluate with.")
+@handled
+def command(run: str, json_path: str | None, db: str | None, project_dir: str) -> None:
+    """Re-evaluate a stored RUN with the current oloproof.yaml, without running the system.
+
+    \b
+    Example:
+      oloproof eval latest --json results.json
+    """
+    from oloproof.history import evaluate_run, load_run
+    from oloproof.project import load_project
+    from oloproof.report.results import results_dict
+    from oloproof.report.terminal import render_summary
+
+    project = load_project(project_dir)
+    store = open_log(db)
+    try:
+        run_id = resolve_run(store, run)
+        s = load_run(store, run_id).started
+        summary = evaluate_run(store, run_id, project.suite)
+    finally:
+        store.close()
+    render_summary(console(), summary, run_id=run_id, system=f"{s.system_name} {s.system_version}",
+                   min_support=project.config.min_slice_support)
+    if json_path:
+        write_json(json_path, results_dict(run_id, s.system_name, s.system_version, project.suite, summary))
+    sys.exit(summary.gate.exit_code if summary.gate else 0)

@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+import click
+
+from oloproof.cli.common import DB_HELP, console, handled, open_log, resolve_run
+
+
+@click.command("show")
+@click.argument("run")
+@click.argument("case", required=False)
+@click.option("--db", metavar="PATH", help=DB_HELP)
+@handled
+def command(run: str, case: str | None, db: str | None) -> None:
+    """Show a stored run's results, or one CASE of it step by step (RUN may be 'latest').
+
+    \b
+    Example:
+      oloproof show latest case_007
+    """
+    from oloproof.history import case_view, evaluate_run, load_run
+    from oloproof.project import suite_from_stored
+    from oloproof.report.terminal import case_panel, render_summary
+
+    out = console()
+    store = open_log(db)
+    try:
+        run_id = resolve_run(store, run)
+        stored = load_run(store, run_id)
+        suite = suite_from_stored(stored.started.config)
+        if case is None:
+            summary = evaluate_run(store, run_id, suite)
+            s = stored.started
+            render_summary(out, summary, run_id=run_id, system=f"{s.system_name} {s.system_version}",
+                           min_support=suite.min_slice_support)
+            if not stored.complete:
+                out.print(f"run {run_id} is incomplete: finish it with 'oloproof run --resume {run_id}'")
+            return
+        view = case_view(store, run_id, case)
+    finally:
+        store.close()
+    result = suite.evaluate_case(view)
+    out.print(case_panel(view, dict(zip(suite.criteria, result.verdicts))))

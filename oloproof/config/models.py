@@ -1,0 +1,138 @@
+"""Validated models of ``oloproof.yaml`` and ``release.yaml`` (pydantic, unknown keys rejected)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from oloproof.config.locate import Locator, load_yaml, pydantic_message
+from oloproof.errors import ConfigError
+from oloproof.records import KNOWN_RECORDS
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SystemConfig(Strict):
+    name: str = Field(min_length=1)
+    version: str = Field(min_length=1)
+    callable: str = Field(min_length=1, description="module:attribute, e.g. app:run")
+    records: tuple[str, ...] = ()
+
+    @field_validator("callable")
+    @classmethod
+    def _callable_shape(cls, v: str) -> str:
+        module, sep, attr = v.partition(":")
+        if not sep or not module or not attr:
+            raise ValueError("must be 'module:attribute', e.g. 'app:run'")
+        return v
+
+    @field_validator("records")
+    @classmethod
+    def _known_records(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for r in v:
+            if r not in KNOWN_RECORDS:
+                raise ValueError(f"unknown record {r!r} (known: {', '.join(KNOWN_RECORDS)})")
+        return v
+
+
+class MetricConfig(Strict):
+    id: str = Field(min_length=1)
+    type: Literal["quantile"]
+    source: str = Field(min_length=1, description="agent_steps, agent_tool_calls or an output field")
+    quantile: float = Field(gt=0, lt=1)
+
+
+class ProjectConfig(Strict):
+    system: SystemConfig
+    cases: str = "cases.jsonl"
+    evaluators: list[dict[str, Any]] = []
+    metrics: list[MetricConfig] = []
+    slices: list[str] = []
+    min_slice_support: int = Field(default=3, ge=1)
+    release: str | None = None
+
+    @field_validator("evaluators")
+    @classmethod
+    def _typed(cls, v: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for item in v:
+            if "type" not in item:
+                raise ValueError("every evaluator needs a 'type'")
+        return v
+
+    @model_validator(mode="after")
+    def _unique_metric_ids(self) -> "ProjectConfig":
+        seen = set()
+        for m in self.metrics:
+            if m.id in seen:
+                raise ValueError(f"metric id {m.id!r} is used twice")
+            seen.add(m.id)
+        return self
+
+
+class Rule(Strict):
+    name: str = Field(min_length=1)
+    criterion: str = Field(min_length=1)
+    max_failures: int | None = Field(default=None, ge=0)
+    min_lower_bound: float | None = Field(default=None, ge=0, le=1)
+    min_rate: float | None = Field(default=None, ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> "Rule":
+        kinds = [k for k in ("max_failures", "min_lower_bound", "min_rate") if getattr(self, k) is not None]
+        if len(kinds) != 1:
+            raise ValueError(
+                "a rule needs exactly one of max_failures, min_lower_bound, min_rate"
+                + (f" (got {', '.join(kinds)})" if kinds else "")
+            )
+        return self
+
+    @property
+    def kind(self) -> str:
+        for k in ("max_failures", "min_lower_bound", "min_rate"):
+            if getattr(self, k) is not None:
+                return k
+        raise AssertionError("unreachable")
+
+    @property
+    def threshold(self) -> float:
+        return getattr(self, self.kind)
+
+
+class ReleaseConfig(Strict):
+    allow_approximate_methods: bool = False
+    rules: list[Rule] = []
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> "ReleaseConfig":
+        seen = set()
+        for r in self.rules:
+            if r.name in seen:
+                raise ValueError(f"rule name {r.name!r} is used twice")
+            seen.add(r.name)
+        return self
+
+
+def validate_yaml(model: type[Strict], data: Any, locator: Locator) -> Any:
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{locator.where()}: expected a mapping at the top level, got {type(data).__name__}")
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(pydantic_message(e, model, locator.where)) from e
+
+
+def load_project_config(path: Path) -> tuple[ProjectConfig, Any, Locator]:
+    """Load ``oloproof.yaml``: the validated model, the raw data and its locator."""
+    data, locator = load_yaml(path)
+    return validate_yaml(ProjectConfig, data, locator), data, locator
+
+
+def load_release_config(path: Path) -> tuple[ReleaseConfig, Locator]:
+    data, locator = load_yaml(path)
+    return validate_yaml(ReleaseConfig, data, locator), locator

@@ -1,0 +1,61 @@
+"""One exception tree for everything Oloproof raises on purpose.
+
+::
+
+    OloproofError
+    ├── InputError            bad input: exit code 2, nothing written to the log
+    │   ├── ConfigError       oloproof.yaml / release.yaml (file, line, field)
+    │   ├── CaseFileError     a JSONL case file (file, line, case, field)
+    │   └── UsageError        a CLI argument or a run id that does not exist
+    ├── RecordError           a record written by a system is invalid (case, field)
+    └── StoreError            the log itself
+        ├── CorruptLogError   the log cannot be read as Oloproof events
+        └── DuplicateEventError  a (stream, sequence) already exists; the batch rolled back
+
+Backend errors (sqlite3, pydantic, yaml) are translated at the boundary with
+``raise ... from e`` so callers only ever catch these.
+"""
+
+from __future__ import annotations
+
+
+class OloproofError(Exception):
+    """Root of every error Oloproof raises on purpose."""
+
+    exit_code = 1
+
+
+class InputError(OloproofError):
+    """Bad input from the user; the CLI exits with code 2 and nothing is written."""
+
+    exit_code = 2
+
+
+class ConfigError(InputError):
+    """A configuration file is invalid. The message names file, line and field."""
+
+
+class CaseFileError(InputError):
+    """A case file is invalid. The message names file, line, case id and field."""
+
+
+class UsageError(InputError):
+    """A command-line argument is invalid (unknown run id, bad option value...)."""
+
+
+class RecordError(OloproofError):
+    """A record written by a system under test is invalid (names the case and field)."""
+
+
+class StoreError(OloproofError):
+    """The event log could not be read or written."""
+
+    exit_code = 2
+
+
+class CorruptLogError(StoreError):
+    """The log holds something that is not a valid Oloproof event."""
+
+
+class DuplicateEventError(StoreError):
+    """An event with the same (stream, sequence) exists; the whole batch rolled back."""

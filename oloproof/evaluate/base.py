@@ -1,0 +1,112 @@
+"""Verdicts, the evaluator base class and the registry keyed by the YAML ``type``.
+
+A verdict is ``(verdict, reason)``: ``pass``/``fail`` (reason optional), ``missing`` (not
+observed: stays in the denominator) or ``excluded`` (does not apply: leaves it), the last two
+always with a reason code.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from oloproof.evaluate.view import CaseView
+from oloproof.records import AGENT_TRAJECTORY_V1
+
+Verdict = tuple[str, "str | None"]
+
+PASS: Verdict = ("pass", None)
+FAIL: Verdict = ("fail", None)
+VERDICTS = ("pass", "fail", "missing", "excluded")
+
+_cache: dict[tuple[str, str], Verdict] = {}
+
+
+def missing(reason: str) -> Verdict:
+    v = _cache.get(("missing", reason))
+    if v is None:
+        v = _cache[("missing", reason)] = ("missing", reason)
+    return v
+
+
+def excluded(reason: str) -> Verdict:
+    v = _cache.get(("excluded", reason))
+    if v is None:
+        v = _cache[("excluded", reason)] = ("excluded", reason)
+    return v
+
+
+def fail(reason: str) -> Verdict:
+    v = _cache.get(("fail", reason))
+    if v is None:
+        v = _cache[("fail", reason)] = ("fail", reason)
+    return v
+
+
+class EvaluatorConfig(BaseModel):
+    """Base of every evaluator's config model: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    type: str
+    criterion: str | None = None
+
+
+class Evaluator:
+    """One evaluator family. Subclasses set ``config_model`` and implement ``judge``.
+
+    ``evaluate`` applies the rules every evaluator shares (a case whose system raised is
+    ``missing``; a trajectory evaluator on a case that recorded no trajectory is ``missing``)
+    and then calls ``judge``.
+    """
+
+    config_model: ClassVar[type[EvaluatorConfig]] = EvaluatorConfig
+    requires: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, config: EvaluatorConfig):
+        self.config = config
+        self.criterion = config.criterion or self.default_criterion()
+
+    def default_criterion(self) -> str:
+        raise NotImplementedError
+
+    def evaluate(self, case: CaseView) -> Verdict:
+        if case.error is not None:
+            return missing(case.error_kind or "system_error")
+        if AGENT_TRAJECTORY_V1 in self.requires and case.trajectory is None:
+            return missing("no_trajectory_recorded")
+        return self.judge(case)
+
+    def judge(self, case: CaseView) -> Verdict:
+        raise NotImplementedError
+
+
+REGISTRY: dict[str, type[Evaluator]] = {}
+
+
+def evaluator(type_name: str) -> Callable[[type[Evaluator]], type[Evaluator]]:
+    """Register an evaluator family under its YAML ``type``."""
+
+    def register(cls: type[Evaluator]) -> type[Evaluator]:
+        REGISTRY[type_name] = cls
+        cls.type_name = type_name  # type: ignore[attr-defined]
+        return cls
+
+    return register
+
+
+def load_entry_points() -> None:
+    """Register third-party evaluators from the ``oloproof.evaluators`` entry-point group."""
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group="oloproof.evaluators"):
+        if ep.name not in REGISTRY:
+            ep.load()
+
+
+def registry() -> dict[str, type[Evaluator]]:
+    # Built-in families register on import.
+    from oloproof.evaluate import output, trajectory  # noqa: F401
+
+    return REGISTRY
+

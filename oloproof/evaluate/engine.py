@@ -1,0 +1,220 @@
+"""A suite's evaluation: evaluators, metrics and slices built from config, applied to each
+case, then aggregated into criteria rows, metric rows, slice rows and the gate.
+
+Pure: no I/O. The runner, ``oloproof eval`` and the projection rebuild all go through
+:meth:`SuiteEvaluation.evaluate_case`, so a run and a re-evaluation can never disagree.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from pydantic import ValidationError
+
+from oloproof.config.locate import Locator, did_you_mean, pydantic_message
+from oloproof.config.models import ProjectConfig, ReleaseConfig
+from oloproof.errors import ConfigError
+from oloproof.evaluate.base import Evaluator, Verdict, registry
+from oloproof.evaluate.gate import GateResult, judge_gate
+from oloproof.evaluate.metrics import QuantileMetric
+from oloproof.evaluate.slices import Slice, SliceSpecError
+from oloproof.evaluate.view import CaseView
+from oloproof.records import AGENT_TRAJECTORY_V1
+from oloproof.stats.intervals import RateInterval, rate_interval
+from oloproof.stats.quantiles import QuantileInterval, quantile_interval
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """One case's verdicts (aligned with ``SuiteEvaluation.criteria``), metric values and
+    slice groups. Kept compact: a suite of 50,000 cases holds 50,000 of these."""
+
+    case_id: str
+    position: int
+    verdicts: tuple[Verdict, ...]
+    values: tuple[Any, ...]
+    groups: tuple[str | None, ...]
+
+
+@dataclass(frozen=True)
+class MetricRow:
+    id: str
+    quantile: float
+    unit: str
+    interval: QuantileInterval
+
+
+@dataclass(frozen=True)
+class SliceRow:
+    slice: str
+    criterion: str
+    interval: RateInterval
+    low_support: bool
+
+
+@dataclass
+class Summary:
+    criteria: dict[str, RateInterval]
+    metrics: list[MetricRow]
+    slices: list[SliceRow]
+    gate: GateResult | None
+    cases: list[CaseResult] = field(default_factory=list)
+
+
+class SuiteEvaluation:
+    def __init__(self, evaluators: list[Evaluator], metrics: list[QuantileMetric],
+                 slices: list[Slice], min_slice_support: int, release: ReleaseConfig | None):
+        self.evaluators = evaluators
+        self.metrics = metrics
+        self.slices = slices
+        self.min_slice_support = min_slice_support
+        self.release = release
+        self.criteria = [e.criterion for e in evaluators]
+
+    def evaluate_case(self, case: CaseView) -> CaseResult:
+        return CaseResult(
+            case.case_id,
+            case.position,
+            tuple(e.evaluate(case) for e in self.evaluators),
+            tuple(m.value(case) for m in self.metrics),
+            tuple(s.group(case) for s in self.slices),
+        )
+
+    def summarize(self, results: Iterable[CaseResult]) -> Summary:
+        ordered = sorted(results, key=lambda r: r.position)
+        n_crit = len(self.criteria)
+        counts = [[0, 0, 0, 0] for _ in range(n_crit)]  # passed, observed, missing, excluded
+        slice_counts: dict[tuple[int, str], list[list[int]]] = {}
+        values: list[list[float]] = [[] for _ in self.metrics]
+        value_missing = [[0, 0] for _ in self.metrics]
+        for r in ordered:
+            tallies = []
+            for i, (verdict, _) in enumerate(r.verdicts):
+                c = counts[i]
+                if verdict == "pass":
+                    t = 0
+                elif verdict == "fail":
+                    t = 1
+                elif verdict == "missing":
+                    t = 2
+                else:
+                    t = 3
+                tallies.append(t)
+                _tally(c, t)
+            for j, group in enumerate(r.groups):
+                if group is None:
+                    continue
+                per = slice_counts.get((j, group))
+                if per is None:
+                    per = slice_counts[(j, group)] = [[0, 0, 0, 0] for _ in range(n_crit)]
+                for i, t in enumerate(tallies):
+                    _tally(per[i], t)
+            for k, v in enumerate(r.values):
+                if isinstance(v, tuple):
+                    value_missing[k][0 if v[0] == "missing" else 1] += 1
+                else:
+                    values[k].append(v)
+        criteria = {name: rate_interval(*counts[i]) for i, name in enumerate(self.criteria)}
+        metrics = [
+            MetricRow(m.id, m.q, m.unit, quantile_interval(values[k], value_missing[k][0],
+                                                           value_missing[k][1], m.q))
+            for k, m in enumerate(self.metrics)
+        ]
+        slice_rows = []
+        for j, spec in enumerate(self.slices):
+            labels = sorted({g for (jj, g) in slice_counts if jj == j}, key=spec.order)
+            for label in labels:
+                for i, name in enumerate(self.criteria):
+                    row = rate_interval(*slice_counts[(j, label)][i])
+                    if row.observed + row.missing == 0:
+                        continue
+                    slice_rows.append(
+                        SliceRow(label, name, row, row.observed < self.min_slice_support)
+                    )
+        gate = judge_gate(self.release, criteria) if self.release is not None else None
+        return Summary(criteria, metrics, slice_rows, gate, ordered)
+
+
+def _tally(c: list[int], t: int) -> None:
+    if t == 0:
+        c[0] += 1
+        c[1] += 1
+    elif t == 1:
+        c[1] += 1
+    elif t == 2:
+        c[2] += 1
+    else:
+        c[3] += 1
+
+
+def build_suite(config: ProjectConfig, locator: Locator, release: ReleaseConfig | None = None,
+                release_locator: Locator | None = None) -> SuiteEvaluation:
+    """Build evaluators, metrics and slices from validated config; errors are located."""
+    families = registry()
+    records = set(config.system.records)
+    evaluators: list[Evaluator] = []
+    where_criterion: dict[str, int] = {}
+    for i, raw in enumerate(config.evaluators):
+        path = ("evaluators", i)
+        type_name = raw.get("type")
+        cls = families.get(type_name)  # type: ignore[arg-type]
+        if cls is None:
+            raise ConfigError(
+                f"{locator.where(path + ('type',))}: evaluators[{i}].type: unknown evaluator "
+                f"type {type_name!r}{did_you_mean(type_name, families)} "
+                f"(known: {', '.join(sorted(families))})"
+            )
+        try:
+            cfg = cls.config_model.model_validate(raw)
+        except ValidationError as e:
+            raise ConfigError(
+                pydantic_message(e, cls.config_model, locator.where, prefix=path)
+            ) from e
+        ev = cls(cfg)
+        missing_records = [r for r in ev.requires if r not in records]
+        if missing_records:
+            raise ConfigError(
+                f"{locator.where(path)}: evaluators[{i}] ({type_name}) needs the system to record "
+                f"{', '.join(missing_records)}; add it to system.records (records: "
+                f"[{', '.join(sorted(records | set(missing_records)))}]) and to @system(records=...)"
+            )
+        if ev.criterion in where_criterion:
+            raise ConfigError(
+                f"{locator.where(path)}: evaluators[{i}]: criterion {ev.criterion!r} is already "
+                f"produced by evaluators[{where_criterion[ev.criterion]}]; set a distinct "
+                "'criterion:'"
+            )
+        where_criterion[ev.criterion] = i
+        evaluators.append(ev)
+    metrics = []
+    for k, m in enumerate(config.metrics):
+        metric = QuantileMetric(m)
+        if metric.needs_trajectory and AGENT_TRAJECTORY_V1 not in records:
+            raise ConfigError(
+                f"{locator.where(('metrics', k, 'source'))}: metrics[{k}].source {m.source!r} needs "
+                f"records: [{AGENT_TRAJECTORY_V1}] in system"
+            )
+        metrics.append(metric)
+    slices = []
+    for k, spec in enumerate(config.slices):
+        try:
+            sl = Slice.parse(spec)
+        except SliceSpecError as e:
+            raise ConfigError(f"{locator.where(('slices', k))}: slices[{k}]: {e}") from e
+        if sl.needs_trajectory and AGENT_TRAJECTORY_V1 not in records:
+            raise ConfigError(
+                f"{locator.where(('slices', k))}: slice {spec!r} needs records: [{AGENT_TRAJECTORY_V1}]"
+            )
+        slices.append(sl)
+    if release is not None:
+        rl = release_locator or Locator("release.yaml")
+        for k, rule in enumerate(release.rules):
+            if rule.criterion not in where_criterion:
+                raise ConfigError(
+                    f"{rl.where(('rules', k, 'criterion'))}: rules[{k}].criterion: no evaluator "
+                    f"produces {rule.criterion!r}{did_you_mean(rule.criterion, where_criterion)} "
+                    f"(criteria: {', '.join(where_criterion) or 'none'})"
+                )
+    return SuiteEvaluation(evaluators, metrics, slices, config.min_slice_support, release)

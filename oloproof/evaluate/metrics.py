@@ -1,0 +1,45 @@
+"""Per-case numbers behind quantile metrics (SPEC §5.2)."""
+
+from __future__ import annotations
+
+from oloproof.config.models import MetricConfig
+from oloproof.evaluate.base import Verdict, missing
+from oloproof.evaluate.view import CaseView
+
+TRAJECTORY_SOURCES = {"agent_steps": "steps", "agent_tool_calls": "calls"}
+
+
+class QuantileMetric:
+    """A quantile over ``agent_steps``, ``agent_tool_calls`` or a number in the output.
+
+    A truncated trace is missing for the trajectory sources: a quantile over lower bounds is
+    not a quantile. A case that raised, recorded no trajectory, or whose output lacks the
+    number is missing.
+    """
+
+    def __init__(self, config: MetricConfig):
+        self.config = config
+        self.id = config.id
+        self.q = config.quantile
+        self.unit = TRAJECTORY_SOURCES.get(config.source, "")
+
+    @property
+    def needs_trajectory(self) -> bool:
+        return self.config.source in TRAJECTORY_SOURCES
+
+    def value(self, case: CaseView) -> float | Verdict:
+        if case.error is not None:
+            return missing(case.error_kind or "system_error")
+        source = self.config.source
+        if source in TRAJECTORY_SOURCES:
+            t = case.trajectory
+            if t is None:
+                return missing("no_trajectory_recorded")
+            if t.truncated:
+                return missing("truncated")
+            return len(t.steps) if source == "agent_steps" else len(t.calls)
+        out = case.output
+        value = out.get(source) if isinstance(out, dict) else None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return missing("no_output_value")
+        return value

@@ -1,0 +1,155 @@
+"""The log's vocabulary: tagged, frozen msgspec structs, one per event kind.
+
+Every event is encoded as canonical JSON (msgspec, dict keys sorted). The tag carries the
+schema version (``case_started.v1``); an older version gets its own struct and an upcast
+function in :data:`UPCASTERS`, applied on read, so stored logs stay readable.
+
+Streams: ``<run_id>`` holds the run's own events (started, resumed, finished); each case of
+the run is the stream ``<run_id>/<case_id>``, written in one transaction when the case ends.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Callable, Union
+
+import msgspec
+
+_ENCODER = msgspec.json.Encoder(order="sorted")
+encode = _ENCODER.encode
+
+
+def canonical_json(value: Any) -> bytes:
+    """Canonical JSON bytes of ``value`` (sorted keys, no whitespace)."""
+    return _ENCODER.encode(value)
+
+
+def case_fingerprint(input: Any, initial_state: Any, expected: Any) -> str:
+    """SHA-256 of the canonical JSON of input, initial_state and expected (SPEC §3)."""
+    payload = _ENCODER.encode({"expected": expected, "initial_state": initial_state, "input": input})
+    return hashlib.sha256(payload).hexdigest()
+
+
+class Event(msgspec.Struct, frozen=True, tag_field="type"):
+    """Base of every stored event."""
+
+
+class RunStarted(Event, frozen=True, tag="run_started.v1"):
+    run_id: str
+    system_name: str
+    system_version: str
+    records: list[str]
+    config: dict[str, Any]
+    config_digest: str
+    cases_path: str
+    suite_digest: str
+    case_count: int
+    started_at: str
+    durability: str = "full"
+
+
+class RunResumed(Event, frozen=True, tag="run_resumed.v1"):
+    run_id: str
+    resumed_at: str
+
+
+class RunFinished(Event, frozen=True, tag="run_finished.v1"):
+    run_id: str
+    finished_at: str
+    cases_committed: int
+
+
+class CaseStarted(Event, frozen=True, tag="case_started.v1"):
+    run_id: str
+    case_id: str
+    position: int
+    fingerprint: str
+    input: Any
+    initial_state: Any = None
+    expected: Any = None
+    metadata: dict[str, Any] = {}
+    cluster: str | None = None
+
+
+class StepRecorded(Event, frozen=True, tag="step.v1"):
+    index: int
+    kind: str
+    tool_name: str | None = None
+    arguments: Any = None
+    result: Any = None
+    agent: str | None = None
+    to_agent: str | None = None
+
+
+class ConstraintRecorded(Event, frozen=True, tag="constraint.v1"):
+    name: str
+    passed: bool
+    step_index: int
+
+
+class CheckpointRecorded(Event, frozen=True, tag="checkpoint.v1"):
+    step_index: int
+    state: Any = None
+    id: str | None = None
+
+
+class TrajectoryRecorded(Event, frozen=True, tag="trajectory.v1"):
+    """Closes an ``agent_trajectory/v1`` record: the steps, constraints and checkpoints
+    before it in the stream belong to it."""
+
+    terminal_status: str
+    truncated: bool = False
+    step_limit: int | None = None
+    steps: int = 0
+
+
+class EnvironmentStateRecorded(Event, frozen=True, tag="environment_state.v1"):
+    state: Any = None
+
+
+class CaseFinished(Event, frozen=True, tag="case_finished.v1"):
+    output: Any = None
+    error: str | None = None
+    error_kind: str | None = None
+
+
+AnyEvent = Union[
+    RunStarted,
+    RunResumed,
+    RunFinished,
+    CaseStarted,
+    StepRecorded,
+    ConstraintRecorded,
+    CheckpointRecorded,
+    TrajectoryRecorded,
+    EnvironmentStateRecorded,
+    CaseFinished,
+]
+
+#: tag of an older schema version -> function turning its decoded dict into a current event.
+UPCASTERS: dict[str, Callable[[dict[str, Any]], Event]] = {}
+
+_DECODER = msgspec.json.Decoder(AnyEvent)
+
+
+def tag_of(event: Event) -> str:
+    return event.__struct_config__.tag  # type: ignore[return-value]
+
+
+def decode(payload: bytes | str) -> Event:
+    """Decode one stored payload, upcasting older schema versions."""
+    try:
+        return _DECODER.decode(payload)
+    except msgspec.ValidationError:
+        raw = msgspec.json.decode(payload)
+        if isinstance(raw, dict) and raw.get("type") in UPCASTERS:
+            return UPCASTERS[raw["type"]](raw)
+        raise
+
+
+def chain_digest(previous: str, stream: str, sequence: int, payload: bytes) -> str:
+    """The hash-chain digest of one event: covers the previous digest and the payload."""
+    h = hashlib.sha256(previous.encode())
+    h.update(b"\x00%s\x00%d\x00" % (stream.encode(), sequence))
+    h.update(payload)
+    return h.hexdigest()

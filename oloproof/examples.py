@@ -1,0 +1,52 @@
+"""The packaged examples copied out by ``oloproof init --example NAME [DIR]``."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from oloproof.errors import UsageError
+
+#: example name -> folder under examples/ (shipped in the wheel as oloproof/_examples).
+EXAMPLES = {"support-agent": "support_agent"}
+_SKIP = {"__pycache__", ".oloproof", ".pytest_cache"}
+
+
+def examples_root() -> Path:
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "_examples", here.parent / "examples"):
+        if candidate.is_dir():
+            return candidate
+    raise UsageError("the packaged examples are missing from this installation")
+
+
+def example_files(name: str) -> tuple[Path, list[Path]]:
+    if name not in EXAMPLES:
+        raise UsageError(f"unknown example {name!r} (available: {', '.join(sorted(EXAMPLES))})")
+    source = examples_root() / EXAMPLES[name]
+    files = sorted(p for p in source.rglob("*")
+                   if p.is_file() and not _SKIP & set(p.relative_to(source).parts)
+                   and p.suffix != ".pyc")
+    return source, files
+
+
+def copy_example(name: str, target: Path) -> list[Path]:
+    """Copy an example into ``target``; refuse to write outside it or over existing files."""
+    source, files = example_files(name)
+    target = Path(target)
+    if target.exists() and not target.is_dir():
+        raise UsageError(f"{target} exists and is not a folder")
+    root = target.resolve()
+    plan = []
+    for f in files:
+        rel = f.relative_to(source)
+        dest = (root / rel).resolve()
+        if root != dest and root not in dest.parents:
+            raise UsageError(f"refusing to write {dest}: outside {root}")
+        if dest.exists() or dest.is_symlink():
+            raise UsageError(f"refusing to overwrite {dest}; choose an empty folder")
+        plan.append((f, dest))
+    for f, dest in plan:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(f, dest)
+    return [d for _, d in plan]

@@ -1,0 +1,92 @@
+"""Reading stored runs back from the log: run headers, case views, re-evaluation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+from oloproof.errors import CorruptLogError, UsageError
+from oloproof.evaluate.engine import CaseResult, SuiteEvaluation, Summary
+from oloproof.evaluate.projector import RunProjector, decode_stored
+from oloproof.evaluate.view import CaseView, fold_case
+from oloproof.events import RunFinished, RunResumed, RunStarted
+from oloproof.store.base import EventStore, _group_streams
+
+
+@dataclass
+class StoredRun:
+    started: RunStarted
+    finished: RunFinished | None
+    resumed: list[RunResumed]
+    length: int  # events in the run's own stream
+
+    @property
+    def run_id(self) -> str:
+        return self.started.run_id
+
+    @property
+    def complete(self) -> bool:
+        return self.finished is not None
+
+
+def load_run(store: EventStore, run_id: str) -> StoredRun:
+    if not run_id or "/" in run_id:
+        raise UsageError(f"{run_id!r} is not a run id (see 'oloproof runs')")
+    stored = store.read_stream(run_id)
+    if not stored:
+        known = [r["run_id"] for r in store.projection("runs")]
+        hint = f"; known runs: {', '.join(known[-5:])}" if known else "; the log has no runs yet"
+        raise UsageError(f"no run {run_id!r} in the log{hint}")
+    events = decode_stored(stored)
+    if not isinstance(events[0], RunStarted):
+        raise CorruptLogError(f"run stream {run_id!r} does not begin with run_started")
+    finished = next((e for e in events if isinstance(e, RunFinished)), None)
+    resumed = [e for e in events if isinstance(e, RunResumed)]
+    return StoredRun(events[0], finished, resumed, len(stored))
+
+
+def latest_run_id(store: EventStore) -> str:
+    runs = store.projection("runs")
+    if not runs:
+        raise UsageError("the log has no runs yet; start one with 'oloproof run'")
+    return max(runs, key=lambda r: (r["started"], r["run_id"]))["run_id"]
+
+
+def iter_case_views(store: EventStore, run_id: str) -> Iterator[CaseView]:
+    """Every committed case of a run, folded from its events (in stream order)."""
+    for stream, stored in _group_streams(store.read_prefix(run_id + "/")):
+        yield fold_case(decode_stored(stored), stream)
+
+
+def case_view(store: EventStore, run_id: str, case_id: str) -> CaseView:
+    stored = store.read_stream(f"{run_id}/{case_id}")
+    if not stored:
+        raise UsageError(f"run {run_id!r} has no committed case {case_id!r}")
+    return fold_case(decode_stored(stored), f"{run_id}/{case_id}")
+
+
+def evaluate_run(store: EventStore, run_id: str, suite: SuiteEvaluation) -> Summary:
+    results: list[CaseResult] = [suite.evaluate_case(v) for v in iter_case_views(store, run_id)]
+    return suite.summarize(results)
+
+
+def rebuild_projections(store: EventStore) -> None:
+    """Drop every projection row and derive them again from the events alone."""
+    from oloproof.project import suite_from_stored
+
+    store.rebuild_projections(RunProjector(lambda started: suite_from_stored(started.config)))
+
+
+def list_runs(store: EventStore) -> list[dict]:
+    """Runs with the cases committed so far, newest last (``oloproof runs --json``)."""
+    committed: dict[str, int] = {}
+    for row in store.projection("cases"):
+        committed[row["run_id"]] = committed.get(row["run_id"], 0) + 1
+    out = []
+    for r in sorted(store.projection("runs"), key=lambda r: (r["started"], r["run_id"])):
+        out.append({
+            "run_id": r["run_id"], "system": r["system"], "version": r["version"],
+            "started": r["started"], "case_count": r["case_count"],
+            "cases_committed": committed.get(r["run_id"], 0), "status": r["status"],
+        })
+    return out

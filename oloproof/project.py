@@ -1,0 +1,140 @@
+"""A project on disk: ``oloproof.yaml``, ``release.yaml``, its cases and its system.
+
+Everything here validates before anything runs: a bad file raises an
+:class:`~oloproof.errors.InputError` (exit code 2) and nothing is written to the log.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from oloproof.config.cases import CaseFile
+from oloproof.config.locate import Locator
+from oloproof.config.models import (
+    ProjectConfig,
+    ReleaseConfig,
+    load_project_config,
+    load_release_config,
+    validate_yaml,
+)
+from oloproof.errors import ConfigError
+from oloproof.evaluate.engine import SuiteEvaluation, build_suite
+from oloproof.events import canonical_json
+from oloproof.recorder.declare import Stateful, system_info
+
+CONFIG_FILE = "oloproof.yaml"
+
+
+@dataclass
+class Project:
+    root: Path
+    config: ProjectConfig
+    locator: Locator
+    release: ReleaseConfig | None
+    stored_config: dict[str, Any]
+    suite: SuiteEvaluation
+
+    @property
+    def config_digest(self) -> str:
+        return hashlib.sha256(canonical_json(self.stored_config)).hexdigest()
+
+    @property
+    def cases(self) -> CaseFile:
+        return CaseFile(self.root / self.config.cases)
+
+    @property
+    def cases_label(self) -> str:
+        return self.config.cases
+
+
+def load_project(root: Path | str = ".", config_file: str = CONFIG_FILE) -> Project:
+    root = Path(root).resolve()
+    path = root / config_file
+    if not path.exists():
+        raise ConfigError(
+            f"{path}: no {config_file} here; run 'oloproof init --example support-agent DIR' "
+            "to start from an example, or cd into your project"
+        )
+    config, raw, locator = load_project_config(path)
+    release = release_locator = raw_release = None
+    if config.release:
+        release_path = root / config.release
+        release, release_locator = load_release_config(release_path)
+        raw_release = release.model_dump(exclude_none=True)
+    suite = build_suite(config, locator, release, release_locator)
+    stored = {"oloproof": config.model_dump(mode="json"), "release": raw_release}
+    return Project(root, config, locator, release, stored, suite)
+
+
+def suite_from_stored(stored: dict[str, Any], label: str = "<stored run config>") -> SuiteEvaluation:
+    """Rebuild a run's evaluation from the config stored in its ``run_started`` event."""
+    loc = Locator(label)
+    config = validate_yaml(ProjectConfig, stored["oloproof"], loc)
+    release = validate_yaml(ReleaseConfig, stored["release"], loc) if stored.get("release") else None
+    return build_suite(config, loc, release, loc)
+
+
+@dataclass
+class LoadedSystem:
+    name: str
+    version: str
+    records: tuple[str, ...]
+    call: Callable[[Any], Any]
+    instance: Any
+
+    @property
+    def stateful(self) -> bool:
+        return self.instance is not None and isinstance(self.instance, Stateful)
+
+
+def load_system(project: Project) -> LoadedSystem:
+    """Import ``system.callable`` from the project folder and check it against ``@system``."""
+    cfg = project.config.system
+    where = project.locator.where(("system", "callable"))
+    module_name, _, attr = cfg.callable.partition(":")
+    root = str(project.root)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as e:  # user code: anything can happen on import
+        raise ConfigError(f"{where}: system.callable {cfg.callable!r}: cannot import module "
+                          f"{module_name!r}: {type(e).__name__}: {e}") from e
+    obj: Any = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ConfigError(f"{where}: system.callable {cfg.callable!r}: module {module_name!r} "
+                              f"has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    info = system_info(obj)
+    if info is not None:
+        for field, declared in (("name", info.name), ("version", info.version),
+                                ("records", tuple(sorted(info.records)))):
+            configured = getattr(cfg, field)
+            if field == "records":
+                configured = tuple(sorted(configured))
+            if declared != configured:
+                raise ConfigError(
+                    f"{project.locator.where(('system', field))}: system.{field} is {configured!r} in "
+                    f"oloproof.yaml but @system declares {declared!r} on {cfg.callable}; make them agree"
+                )
+    target = obj
+    if isinstance(obj, type):
+        try:
+            target = obj()
+        except Exception as e:
+            raise ConfigError(f"{where}: cannot instantiate {cfg.callable}: {type(e).__name__}: {e}") from e
+    if callable(target):
+        call = target
+    elif callable(getattr(target, "run", None)):
+        call = target.run
+    else:
+        raise ConfigError(f"{where}: system.callable {cfg.callable!r} is neither callable nor has a "
+                          "run(case) method")
+    instance = target if isinstance(target, Stateful) else None
+    return LoadedSystem(cfg.name, cfg.version, cfg.records, call, instance)

@@ -1,0 +1,219 @@
+"""The runner: runs every case of a suite against the system and commits each case's events
+in one transaction, with its projection rows, when the case ends.
+
+A crash loses at most the case in flight; ``resume`` finishes an interrupted run, skipping
+the cases already committed.
+"""
+
+from __future__ import annotations
+
+import copy
+import secrets
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+from oloproof.config.cases import SuiteCase, SuiteInfo
+from oloproof.errors import RecordError, UsageError
+from oloproof.evaluate.engine import CaseResult, Summary
+from oloproof.evaluate.projector import case_rows, run_row
+from oloproof.evaluate.view import fold_case
+from oloproof.events import (
+    CaseFinished,
+    CaseStarted,
+    EnvironmentStateRecorded,
+    Event,
+    RunFinished,
+    RunResumed,
+    RunStarted,
+    decode,
+    encode,
+    tag_of,
+)
+from oloproof.history import iter_case_views, load_run
+from oloproof.project import LoadedSystem, Project
+from oloproof.recorder.case import _CURRENT, CaseRecorder
+from oloproof.records import Case
+from oloproof.store.base import EventStore, StreamAppend
+
+Progress = Callable[[int, int], None]
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
+
+
+@dataclass
+class RunOutcome:
+    run_id: str
+    system: LoadedSystem
+    summary: Summary
+    errors: int
+    resumed: bool
+
+
+def _describe_unencodable(events: list[Event]) -> str:
+    from oloproof.events import StepRecorded
+
+    for ev in events:
+        try:
+            encode(ev)
+        except (TypeError, ValueError, OverflowError) as e:
+            if isinstance(ev, StepRecorded):
+                field = "result" if ev.kind == "tool_result" else "arguments"
+                return f"step {ev.index} ({ev.kind} {ev.tool_name or ''}).{field} is not JSON-serialisable: {e}"
+            return f"{tag_of(ev)} is not JSON-serialisable: {e}"
+    return "an event is not JSON-serialisable"
+
+
+class Runner:
+    def __init__(self, project: Project, system: LoadedSystem, store: EventStore,
+                 *, clock: Callable[[], str] = utc_now):
+        self.project = project
+        self.system = system
+        self.store = store
+        self.suite = project.suite
+        self.clock = clock
+
+    # ---- one case ----------------------------------------------------------------------
+
+    def run_case(self, run_id: str, position: int, sc: SuiteCase) -> tuple[list[bytes], list[str]]:
+        """Run one case; return its encoded events and their types (nothing written yet)."""
+        start = CaseStarted(run_id, sc.id, position, sc.fingerprint, sc.input, sc.initial_state,
+                            sc.expected, sc.metadata)
+        head = encode(start)  # before the system runs: the agent cannot alter what we record
+        system = self.system
+        instance = system.instance if system.stateful else None
+        case = Case(sc.id, copy.deepcopy(sc.input), copy.deepcopy(sc.initial_state), sc.metadata)
+        recorder = CaseRecorder(case, snapshot=instance.snapshot if instance is not None else None)
+        output: Any = None
+        error = error_kind = None
+        token = _CURRENT.set(recorder)
+        try:
+            if instance is not None:
+                instance.reset(copy.deepcopy(sc.initial_state))
+            output = system.call(case)
+            if not isinstance(output, dict):
+                raise RecordError(f"case {sc.id!r}: the system returned {type(output).__name__}, "
+                                  "expected its output as a dict")
+        except RecordError as e:
+            output, error, error_kind = None, str(e), "invalid_record"
+        except Exception as e:  # the system under test may raise anything
+            output, error, error_kind = None, f"{type(e).__name__}: {e}", "system_error"
+        finally:
+            _CURRENT.reset(token)
+        events: list[Event] = []
+        if error_kind != "invalid_record":
+            try:
+                events.extend(recorder.trajectory_events())
+            except RecordError as e:
+                events, output, error, error_kind = [], None, str(e), "invalid_record"
+        if instance is not None:
+            try:
+                events.append(EnvironmentStateRecorded(instance.snapshot()))
+            except Exception as e:
+                if error is None:
+                    output, error, error_kind = None, f"snapshot() raised {type(e).__name__}: {e}", "snapshot_error"
+        events.append(CaseFinished(output, error, error_kind))
+        try:
+            payloads = [encode(ev) for ev in events]
+        except (TypeError, ValueError, OverflowError):
+            message = f"case {sc.id!r}: " + _describe_unencodable(events)
+            events = [CaseFinished(None, message, "invalid_record")]
+            payloads = [encode(events[0])]
+        return [head, *payloads], ["case_started.v1", *(tag_of(e) for e in events)]
+
+    # ---- a whole run -------------------------------------------------------------------
+
+    def start(self, info: SuiteInfo, durability: str = "full") -> str:
+        run_id = new_run_id()
+        cfg = self.project
+        started = RunStarted(
+            run_id=run_id,
+            system_name=self.system.name,
+            system_version=self.system.version,
+            records=list(self.system.records),
+            config=cfg.stored_config,
+            config_digest=cfg.config_digest,
+            cases_path=cfg.cases_label,
+            suite_digest=info.digest,
+            case_count=info.count,
+            started_at=self.clock(),
+            durability=durability,
+        )
+        self.store.commit([StreamAppend(run_id, 0, [encode(started)], [tag_of(started)])],
+                          {"runs": [run_row(started, None)]})
+        return run_id
+
+    def execute(self, info: SuiteInfo, *, resume: str | None = None, durability: str = "full",
+                progress: Progress | None = None) -> RunOutcome:
+        results: list[CaseResult] = []
+        done: set[str] = set()
+        errors = 0
+        if resume is None:
+            run_id = self.start(info, durability)
+        else:
+            run_id = resume
+            stored = load_run(self.store, run_id)
+            self._check_resumable(stored, info)
+            for view in iter_case_views(self.store, run_id):
+                done.add(view.case_id)
+                errors += view.error is not None
+                results.append(self.suite.evaluate_case(view))
+            ev = RunResumed(run_id, self.clock())
+            self.store.commit([StreamAppend(run_id, stored.length, [encode(ev)], [tag_of(ev)])])
+        suite = self.suite
+        criteria = suite.criteria
+        total = info.count
+        if progress:
+            progress(len(done), total)
+        for position, sc in enumerate(self.project.cases):
+            if sc.id in done:
+                continue
+            payloads, types = self.run_case(run_id, position, sc)
+            view = fold_case([decode(p) for p in payloads], f"{run_id}/{sc.id}")
+            result = suite.evaluate_case(view)
+            if view.error is not None:
+                errors += 1
+            self.store.commit([StreamAppend(f"{run_id}/{sc.id}", 0, payloads, types)],
+                              case_rows(run_id, view, result, criteria))
+            results.append(result)
+            done.add(sc.id)
+            if progress:
+                progress(len(done), total)
+        self.finish(run_id)
+        return RunOutcome(run_id, self.system, suite.summarize(results), errors, resume is not None)
+
+    def finish(self, run_id: str) -> None:
+        stored = load_run(self.store, run_id)
+        committed = sum(1 for _ in self.store.projection("cases", run_id=run_id))
+        ev = RunFinished(run_id, self.clock(), committed)
+        self.store.commit([StreamAppend(run_id, stored.length, [encode(ev)], [tag_of(ev)])],
+                          {"runs": [run_row(stored.started, ev)]})
+
+    def _check_resumable(self, stored: Any, info: SuiteInfo) -> None:
+        s: RunStarted = stored.started
+        if stored.complete:
+            raise UsageError(f"run {s.run_id!r} is already complete; nothing to resume")
+        problems = []
+        if (s.system_name, s.system_version) != (self.system.name, self.system.version):
+            problems.append(f"system is {self.system.name} {self.system.version}, the run used "
+                            f"{s.system_name} {s.system_version}")
+        if s.suite_digest != info.digest:
+            problems.append(f"the cases in {self.project.cases_label} changed since the run started")
+        if s.config_digest != self.project.config_digest:
+            problems.append("oloproof.yaml or release.yaml changed since the run started")
+        if problems:
+            raise UsageError(f"cannot resume run {s.run_id!r}: " + "; ".join(problems)
+                             + ". Start a new run instead.")
+
+
+def run_cases(project: Project, system: LoadedSystem, store: EventStore, info: SuiteInfo,
+              **kwargs: Any) -> RunOutcome:
+    return Runner(project, system, store).execute(info, **kwargs)
+

@@ -1,0 +1,186 @@
+"""The event log interface, shared by every backend.
+
+An :class:`EventStore` holds append-only events keyed by (stream, sequence), each with a
+hash-chain digest, and *projection tables*: derived rows that can be dropped and rebuilt from
+the events at any time. Nothing outside ``oloproof.store`` touches SQL; callers speak in
+:class:`StreamAppend` batches and projection rows.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
+
+from oloproof.events import chain_digest
+
+#: Projection tables: name -> (columns, primary-key columns). Rows are tuples in column order.
+PROJECTIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "runs": (
+        ("run_id", "system", "version", "started", "case_count", "status", "finished"),
+        ("run_id",),
+    ),
+    "cases": (
+        ("run_id", "case_id", "position", "fingerprint", "status", "steps", "error"),
+        ("run_id", "case_id"),
+    ),
+    "verdicts": (
+        ("run_id", "case_id", "criterion", "verdict", "reason"),
+        ("run_id", "case_id", "criterion"),
+    ),
+}
+
+
+@dataclass(frozen=True)
+class StreamAppend:
+    """Events to append to one stream, starting at sequence ``start`` (0 for a new stream)."""
+
+    stream: str
+    start: int
+    payloads: Sequence[bytes]
+    types: Sequence[str]
+
+
+@dataclass(frozen=True)
+class StoredEvent:
+    stream: str
+    seq: int
+    type: str
+    payload: bytes
+    digest: str
+
+
+@dataclass
+class ChainProblem:
+    """The first broken event of one stream."""
+
+    stream: str
+    seq: int
+    problem: str
+
+
+@dataclass
+class VerifyReport:
+    streams: int = 0
+    events: int = 0
+    problems: list[ChainProblem] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+Rows = Mapping[str, Sequence[tuple]]
+#: A projector turns one stream's events into projection rows; it may keep state across
+#: streams (streams are fed in (stream, seq) order, so a run comes before its cases).
+Projector = Callable[[str, list[StoredEvent]], Rows]
+
+
+class EventStore(abc.ABC):
+    """Append-only event log with hash chains and rebuildable projections."""
+
+    @abc.abstractmethod
+    def commit(self, appends: Sequence[StreamAppend], rows: Rows | None = None) -> None:
+        """Append every batch and upsert projection rows in ONE transaction.
+
+        A duplicate (stream, sequence) rolls back the whole call
+        (:class:`~oloproof.errors.DuplicateEventError`).
+        """
+
+    @abc.abstractmethod
+    def stream_length(self, stream: str) -> int: ...
+
+    @abc.abstractmethod
+    def read_stream(self, stream: str) -> list[StoredEvent]: ...
+
+    @abc.abstractmethod
+    def read_prefix(self, prefix: str) -> Iterator[StoredEvent]:
+        """Events of every stream starting with ``prefix``, in (stream, seq) order."""
+
+    @abc.abstractmethod
+    def projection(self, table: str, **where: object) -> list[dict]:
+        """Rows of a projection table (optionally filtered by equality), in key order."""
+
+    @abc.abstractmethod
+    def clear_projections(self) -> None: ...
+
+    @abc.abstractmethod
+    def delete_projection_rows(self, table: str, **where: object) -> None: ...
+
+    @abc.abstractmethod
+    def close(self) -> None: ...
+
+    # ---- shared logic, written once over the primitives above -------------------------
+
+    def read_all(self) -> Iterator[StoredEvent]:
+        return self.read_prefix("")
+
+    def verify(self) -> VerifyReport:
+        """Recompute every stream's hash chain; report the first broken event per stream."""
+        report = VerifyReport()
+        current: str | None = None
+        previous = ""
+        expected_seq = 0
+        broken = False
+        for ev in self.read_all():
+            report.events += 1
+            if ev.stream != current:
+                current, previous, expected_seq, broken = ev.stream, "", 0, False
+                report.streams += 1
+            if broken:
+                continue
+            if ev.seq != expected_seq:
+                report.problems.append(
+                    ChainProblem(ev.stream, ev.seq, f"sequence gap: expected {expected_seq}")
+                )
+                broken = True
+                continue
+            digest = chain_digest(previous, ev.stream, ev.seq, ev.payload)
+            if digest != ev.digest:
+                report.problems.append(
+                    ChainProblem(
+                        ev.stream, ev.seq, "digest mismatch: the event or one before it was altered"
+                    )
+                )
+                broken = True
+                continue
+            previous = digest
+            expected_seq += 1
+        return report
+
+    def rebuild_projections(self, projector: Projector) -> None:
+        """Drop every projection row and derive them again from the events."""
+        self.clear_projections()
+        batch: dict[str, list[tuple]] = {}
+        pending = 0
+        for stream, events in _group_streams(self.read_all()):
+            for table, rows in projector(stream, events).items():
+                batch.setdefault(table, []).extend(rows)
+                pending += len(rows)
+            if pending > 5000:
+                self.commit((), batch)
+                batch, pending = {}, 0
+        if batch:
+            self.commit((), batch)
+
+
+def _group_streams(events: Iterable[StoredEvent]) -> Iterator[tuple[str, list[StoredEvent]]]:
+    stream: str | None = None
+    group: list[StoredEvent] = []
+    for ev in events:
+        if ev.stream != stream:
+            if group:
+                yield stream, group  # type: ignore[misc]
+            stream, group = ev.stream, []
+        group.append(ev)
+    if group:
+        yield stream, group  # type: ignore[misc]
+
+
+def chain(previous: str, append: StreamAppend) -> tuple[list[str], str]:
+    """Digests for one append, continuing from ``previous``; returns (digests, last)."""
+    digests = []
+    for offset, payload in enumerate(append.payloads):
+        previous = chain_digest(previous, append.stream, append.start + offset, payload)
+        digests.append(previous)
+    return digests, previous

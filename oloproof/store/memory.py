@@ -1,0 +1,78 @@
+"""An in-memory :class:`EventStore`, used by tests and as the contract's second backend."""
+
+from __future__ import annotations
+
+import copy
+from typing import Iterator, Sequence
+
+from oloproof.errors import DuplicateEventError
+from oloproof.store.base import PROJECTIONS, EventStore, Rows, StoredEvent, StreamAppend, chain
+
+
+class MemoryStore(EventStore):
+    def __init__(self) -> None:
+        self._streams: dict[str, list[StoredEvent]] = {}
+        self._tables: dict[str, dict[tuple, tuple]] = {name: {} for name in PROJECTIONS}
+
+    def commit(self, appends: Sequence[StreamAppend], rows: Rows | None = None) -> None:
+        staged: dict[str, list[StoredEvent]] = {}
+        for ap in appends:
+            existing = staged.get(ap.stream, self._streams.get(ap.stream, []))
+            if ap.start != len(existing):
+                raise DuplicateEventError(
+                    f"stream {ap.stream!r} already has sequence {ap.start}; batch rolled back"
+                )
+            previous = existing[-1].digest if existing else ""
+            digests, _ = chain(previous, ap)
+            new = [
+                StoredEvent(ap.stream, ap.start + i, t, p, d)
+                for i, (t, p, d) in enumerate(zip(ap.types, ap.payloads, digests))
+            ]
+            staged[ap.stream] = existing + new
+        tables = copy.copy(self._tables)
+        for table, table_rows in (rows or {}).items():
+            cols, key = PROJECTIONS[table]
+            idx = [cols.index(k) for k in key]
+            tables[table] = dict(tables[table])
+            for row in table_rows:
+                tables[table][tuple(row[i] for i in idx)] = tuple(row)
+        self._streams.update(staged)
+        self._tables = tables
+
+    def stream_length(self, stream: str) -> int:
+        return len(self._streams.get(stream, ()))
+
+    def read_stream(self, stream: str) -> list[StoredEvent]:
+        return list(self._streams.get(stream, ()))
+
+    def read_prefix(self, prefix: str) -> Iterator[StoredEvent]:
+        for stream in sorted(self._streams):
+            if stream.startswith(prefix):
+                yield from self._streams[stream]
+
+    def projection(self, table: str, **where: object) -> list[dict]:
+        cols, _ = PROJECTIONS[table]
+        out = []
+        for key in sorted(self._tables[table], key=_sort_key):
+            row = dict(zip(cols, self._tables[table][key]))
+            if all(row[k] == v for k, v in where.items()):
+                out.append(row)
+        return out
+
+    def clear_projections(self) -> None:
+        self._tables = {name: {} for name in PROJECTIONS}
+
+    def delete_projection_rows(self, table: str, **where: object) -> None:
+        cols, _ = PROJECTIONS[table]
+        self._tables[table] = {
+            k: r
+            for k, r in self._tables[table].items()
+            if not all(dict(zip(cols, r))[c] == v for c, v in where.items())
+        }
+
+    def close(self) -> None:
+        pass
+
+
+def _sort_key(key: tuple) -> tuple:
+    return tuple((0, v) if isinstance(v, (int, float)) else (1, str(v)) for v in key)
