@@ -30,7 +30,7 @@ def case_fingerprint(input: Any, initial_state: Any, expected: Any) -> str:
     return hashlib.sha256(payload).hexdigest()
 
 
-class Event(msgspec.Struct, frozen=True, tag_field="type"):
+class Event(msgspec.Struct, frozen=True, tag_field="type", omit_defaults=True):
     """Base of every stored event."""
 
 
@@ -130,6 +130,7 @@ AnyEvent = Union[
 UPCASTERS: dict[str, Callable[[dict[str, Any]], Event]] = {}
 
 _DECODER = msgspec.json.Decoder(AnyEvent)
+_MANY = msgspec.json.Decoder(list[AnyEvent])
 
 
 def tag_of(event: Event) -> str:
@@ -147,9 +148,29 @@ def decode(payload: bytes | str) -> Event:
         raise
 
 
+def decode_many(payloads: list[bytes]) -> list[Event]:
+    """Decode several payloads in one call (one JSON array), upcasting where needed."""
+    try:
+        return _MANY.decode(b"[" + b",".join(payloads) + b"]")
+    except msgspec.ValidationError:
+        return [decode(p) for p in payloads]
+
+
 def chain_digest(previous: str, stream: str, sequence: int, payload: bytes) -> str:
-    """The hash-chain digest of one event: covers the previous digest and the payload."""
-    h = hashlib.sha256(previous.encode())
-    h.update(b"\x00%s\x00%d\x00" % (stream.encode(), sequence))
-    h.update(payload)
-    return h.hexdigest()
+    """The hash-chain digest of one event: SHA-256 over the previous digest, the stream, the
+    sequence and the canonical payload (so no event can be altered, moved or dropped unseen)."""
+    return chain_digests(previous, stream, sequence, (payload,))[0]
+
+
+def chain_digests(previous: str, stream: str, start: int, payloads: Any) -> list[str]:
+    """Digests of consecutive events of one stream, continuing from ``previous``."""
+    sha256 = hashlib.sha256
+    tag = b"\x00" + stream.encode() + b"\x00"
+    out = []
+    for offset, payload in enumerate(payloads):
+        h = sha256(previous.encode())
+        h.update(tag + b"%d\x00" % (start + offset))
+        h.update(payload)
+        previous = h.hexdigest()
+        out.append(previous)
+    return out

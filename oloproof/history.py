@@ -79,14 +79,11 @@ def rebuild_projections(store: EventStore) -> None:
 
 def list_runs(store: EventStore) -> list[dict]:
     """Runs with the cases committed so far, newest last (``oloproof runs --json``)."""
-    committed: dict[str, int] = {}
-    for row in store.projection("cases"):
-        committed[row["run_id"]] = committed.get(row["run_id"], 0) + 1
     out = []
     for r in sorted(store.projection("runs"), key=lambda r: (r["started"], r["run_id"])):
         out.append({
             "run_id": r["run_id"], "system": r["system"], "version": r["version"],
             "started": r["started"], "case_count": r["case_count"],
-            "cases_committed": committed.get(r["run_id"], 0), "status": r["status"],
+            "cases_committed": store.count_streams(r["run_id"] + "/"), "status": r["status"],
         })
     return out

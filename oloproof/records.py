@@ -89,18 +89,30 @@ class Case(msgspec.Struct, frozen=True):
     metadata: dict[str, Any] = {}
 
 
+def _step_types() -> tuple[type, ...]:
+    from oloproof.events import StepRecorded
+
+    return (AgentStep, StepRecorded)
+
+
 def _fail(case_id: str, field: str, message: str) -> RecordError:
     return RecordError(f"case {case_id!r}: agent_trajectory/v1 field {field}: {message}")
 
 
+_STEP_TYPES: tuple[type, ...] = ()
+
+
 def validate_steps(steps: Any, case_id: str) -> None:
     """Check a sequence of steps; raise :class:`RecordError` naming case and field."""
+    global _STEP_TYPES
+    if not _STEP_TYPES:
+        _STEP_TYPES = _step_types()
     open_calls: dict[str, int] = {}
     named = 0
     first_unnamed: int | None = None
     for position, step in enumerate(steps, start=1):
         where = f"steps[{position - 1}]"
-        if not isinstance(step, AgentStep):
+        if not isinstance(step, _STEP_TYPES):
             raise _fail(case_id, where, f"expected an AgentStep, got {type(step).__name__}")
         if step.index != position:
             raise _fail(

@@ -54,9 +54,11 @@ class TestContract:
     def test_projection_upsert_and_filter(self, store):
         store.commit([], {"runs": [("r1", "s", "v", "t1", 2, "incomplete", None)]})
         store.commit([], {"runs": [("r1", "s", "v", "t1", 2, "complete", "t2")],
-                          "verdicts": [("r1", "a", "c", "pass", None), ("r1", "b", "c", "fail", None)]})
+                          "cases": [("r1", "a", 0, "f", "ok", 2, None, "{}"),
+                                    ("r1", "b", 1, "f", "error", None, "boom", "{}")]})
         assert store.projection("runs")[0]["status"] == "complete"
-        assert [r["case_id"] for r in store.projection("verdicts", verdict="fail")] == ["b"]
+        assert [r["case_id"] for r in store.projection("cases", status="error")] == ["b"]
+        assert store.count("cases", run_id="r1") == 2
 
     def test_verify_ok_on_a_fresh_log(self, store):
         store.commit([batch("r/a", 0, 5), batch("r/b", 0, 1)])
@@ -69,9 +71,9 @@ class TestContract:
 
         def projector(stream, events):
             seen.append((stream, len(events)))
-            return {"cases": [("r", stream, len(seen), "f", "ok", len(events), None)]} if "/" in stream else {}
+            return {"cases": [("r", stream, len(seen), "f", "ok", len(events), None, "{}")]} if "/" in stream else {}
 
-        store.commit([], {"cases": [("stale", "x", 0, "f", "ok", 0, None)]})
+        store.commit([], {"cases": [("stale", "x", 0, "f", "ok", 0, None, "{}")]})
         store.rebuild_projections(projector)
         assert seen == [("r", 1), ("r/a", 2), ("r/b", 1)]
         assert [r["case_id"] for r in store.projection("cases")] == ["r/a", "r/b"]

@@ -49,7 +49,7 @@ def verify(db: str | None) -> None:
 @click.option("--db", metavar="PATH", help=DB_HELP)
 @handled
 def rebuild(db: str | None) -> None:
-    """Drop the projection tables (runs, cases, verdicts) and rebuild them from the events.
+    """Drop the projection tables (runs, cases with their verdicts) and rebuild them from the events.
 
     \b
     Example:

@@ -1,4 +1,5 @@
-"""Projection rows derived from events: the ``runs``, ``cases`` and ``verdicts`` tables.
+"""Projection rows derived from events: the ``runs`` and ``cases`` tables (each case row
+carries its verdicts).
 
 The runner writes these rows in the same transaction as the case's events; the
 :class:`RunProjector` derives the very same rows from the log alone, which is how
@@ -12,7 +13,7 @@ from typing import Any, Callable
 from oloproof.errors import CorruptLogError
 from oloproof.evaluate.engine import CaseResult, SuiteEvaluation
 from oloproof.evaluate.view import CaseView, fold_case
-from oloproof.events import RunFinished, RunStarted, decode
+from oloproof.events import RunFinished, RunStarted, canonical_json, decode, decode_many
 from oloproof.store.base import StoredEvent
 
 
@@ -30,17 +31,20 @@ def run_row(started: RunStarted, finished: RunFinished | None) -> tuple:
 
 def case_rows(run_id: str, view: CaseView, result: CaseResult, criteria: list[str]) -> dict[str, list[tuple]]:
     steps = len(view.trajectory.steps) if view.trajectory is not None else None
+    verdicts = canonical_json(dict(zip(criteria, result.verdicts))).decode()
     return {
         "cases": [(run_id, view.case_id, view.position, view.fingerprint,
-                   "error" if view.error else "ok", steps, view.error)],
-        "verdicts": [(run_id, view.case_id, name, v[0], v[1])
-                     for name, v in zip(criteria, result.verdicts)],
+                   "error" if view.error else "ok", steps, view.error, verdicts)],
     }
 
 
 def decode_stored(events: list[StoredEvent]) -> list[Any]:
+    try:
+        return decode_many([ev.payload for ev in events])
+    except Exception:
+        pass
     out = []
-    for ev in events:
+    for ev in events:  # find the culprit for the message
         try:
             out.append(decode(ev.payload))
         except Exception as e:

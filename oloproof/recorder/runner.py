@@ -27,7 +27,7 @@ from oloproof.events import (
     RunFinished,
     RunResumed,
     RunStarted,
-    decode,
+    decode_many,
     encode,
     tag_of,
 )
@@ -89,7 +89,9 @@ class Runner:
         head = encode(start)  # before the system runs: the agent cannot alter what we record
         system = self.system
         instance = system.instance if system.stateful else None
-        case = Case(sc.id, copy.deepcopy(sc.input), copy.deepcopy(sc.initial_state), sc.metadata)
+        # sc is encoded above and dropped after this case, so the system may have it as is;
+        # the sandbox gets its own deep copy (SPEC §2.3).
+        case = Case(sc.id, sc.input, sc.initial_state, sc.metadata)
         recorder = CaseRecorder(case, snapshot=instance.snapshot if instance is not None else None)
         output: Any = None
         error = error_kind = None
@@ -152,9 +154,16 @@ class Runner:
 
     def execute(self, info: SuiteInfo, *, resume: str | None = None, durability: str = "full",
                 progress: Progress | None = None) -> RunOutcome:
+        """Run (or finish) a run. Each case's events are one transaction; the projection rows
+        (derived, rebuildable) follow in batches, so a case commit costs what its events cost.
+        A crash can leave the projections behind the events, never the reverse: resuming, or
+        ``oloproof audit rebuild``, brings them level again."""
         results: list[CaseResult] = []
         done: set[str] = set()
         errors = 0
+        pending: list[tuple] = []
+        suite = self.suite
+        criteria = suite.criteria
         if resume is None:
             run_id = self.start(info, durability)
         else:
@@ -164,37 +173,43 @@ class Runner:
             for view in iter_case_views(self.store, run_id):
                 done.add(view.case_id)
                 errors += view.error is not None
-                results.append(self.suite.evaluate_case(view))
+                result = suite.evaluate_case(view)
+                results.append(result)
+                pending.extend(case_rows(run_id, view, result, criteria)["cases"])
             ev = RunResumed(run_id, self.clock())
-            self.store.commit([StreamAppend(run_id, stored.length, [encode(ev)], [tag_of(ev)])])
-        suite = self.suite
-        criteria = suite.criteria
+            self.store.commit([StreamAppend(run_id, stored.length, [encode(ev)], [tag_of(ev)])],
+                              {"cases": pending})
+            pending = []
         total = info.count
         if progress:
             progress(len(done), total)
+        flushed = time.monotonic()
         for position, sc in enumerate(self.project.cases):
             if sc.id in done:
                 continue
             payloads, types = self.run_case(run_id, position, sc)
-            view = fold_case([decode(p) for p in payloads], f"{run_id}/{sc.id}")
+            view = fold_case(decode_many(payloads), f"{run_id}/{sc.id}")
             result = suite.evaluate_case(view)
             if view.error is not None:
                 errors += 1
-            self.store.commit([StreamAppend(f"{run_id}/{sc.id}", 0, payloads, types)],
-                              case_rows(run_id, view, result, criteria))
+            self.store.commit([StreamAppend(f"{run_id}/{sc.id}", 0, payloads, types)])
+            pending.extend(case_rows(run_id, view, result, criteria)["cases"])
+            if len(pending) >= 1000 or time.monotonic() - flushed > 2.0:
+                self.store.commit((), {"cases": pending})
+                pending, flushed = [], time.monotonic()
             results.append(result)
             done.add(sc.id)
             if progress:
                 progress(len(done), total)
-        self.finish(run_id)
+        self.finish(run_id, pending)
         return RunOutcome(run_id, self.system, suite.summarize(results), errors, resume is not None)
 
-    def finish(self, run_id: str) -> None:
+    def finish(self, run_id: str, pending: list[tuple] = ()) -> None:  # type: ignore[assignment]
         stored = load_run(self.store, run_id)
-        committed = sum(1 for _ in self.store.projection("cases", run_id=run_id))
+        committed = self.store.count_streams(run_id + "/")
         ev = RunFinished(run_id, self.clock(), committed)
         self.store.commit([StreamAppend(run_id, stored.length, [encode(ev)], [tag_of(ev)])],
-                          {"runs": [run_row(stored.started, ev)]})
+                          {"runs": [run_row(stored.started, ev)], "cases": list(pending)})
 
     def _check_resumable(self, stored: Any, info: SuiteInfo) -> None:
         s: RunStarted = stored.started

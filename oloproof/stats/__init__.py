@@ -3,6 +3,8 @@
 from oloproof.stats.intervals import RateInterval, clopper_pearson, rate_interval, round_outward
 from oloproof.stats.quantiles import QuantileInterval, order_statistic_ranks, quantile_interval
 
+
+
 __all__ = [
     "QuantileInterval",
     "RateInterval",

@@ -12,7 +12,7 @@ import abc
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
-from oloproof.events import chain_digest
+from oloproof.events import chain_digest, chain_digests
 
 #: Projection tables: name -> (columns, primary-key columns). Rows are tuples in column order.
 PROJECTIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -20,13 +20,11 @@ PROJECTIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("run_id", "system", "version", "started", "case_count", "status", "finished"),
         ("run_id",),
     ),
+    # One row per committed case; ``verdicts`` is canonical JSON {criterion: [verdict, reason]}
+    # (the SQLite backend also offers a ``verdicts`` view with one row per criterion).
     "cases": (
-        ("run_id", "case_id", "position", "fingerprint", "status", "steps", "error"),
+        ("run_id", "case_id", "position", "fingerprint", "status", "steps", "error", "verdicts"),
         ("run_id", "case_id"),
-    ),
-    "verdicts": (
-        ("run_id", "case_id", "criterion", "verdict", "reason"),
-        ("run_id", "case_id", "criterion"),
     ),
 }
 
@@ -100,6 +98,14 @@ class EventStore(abc.ABC):
     @abc.abstractmethod
     def projection(self, table: str, **where: object) -> list[dict]:
         """Rows of a projection table (optionally filtered by equality), in key order."""
+
+    @abc.abstractmethod
+    def count_streams(self, prefix: str) -> int:
+        """Number of streams whose name starts with ``prefix``."""
+
+    @abc.abstractmethod
+    def count(self, table: str, **where: object) -> int:
+        """Number of rows of a projection table matching ``where``."""
 
     @abc.abstractmethod
     def clear_projections(self) -> None: ...
@@ -179,8 +185,5 @@ def _group_streams(events: Iterable[StoredEvent]) -> Iterator[tuple[str, list[St
 
 def chain(previous: str, append: StreamAppend) -> tuple[list[str], str]:
     """Digests for one append, continuing from ``previous``; returns (digests, last)."""
-    digests = []
-    for offset, payload in enumerate(append.payloads):
-        previous = chain_digest(previous, append.stream, append.start + offset, payload)
-        digests.append(previous)
-    return digests, previous
+    digests = chain_digests(previous, append.stream, append.start, append.payloads)
+    return digests, (digests[-1] if digests else previous)

@@ -59,6 +59,12 @@ class MemoryStore(EventStore):
                 out.append(row)
         return out
 
+    def count_streams(self, prefix: str) -> int:
+        return sum(1 for s in self._streams if s.startswith(prefix))
+
+    def count(self, table: str, **where: object) -> int:
+        return len(self.projection(table, **where))
+
     def clear_projections(self) -> None:
         self._tables = {name: {} for name in PROJECTIONS}
 

@@ -11,8 +11,6 @@ import sqlite3
 from pathlib import Path
 from typing import Iterator, Sequence
 
-import sqlite_utils
-
 from oloproof.errors import CorruptLogError, DuplicateEventError, StoreError
 from oloproof.store.base import PROJECTIONS, EventStore, Rows, StoredEvent, StreamAppend, chain
 
@@ -37,6 +35,14 @@ BEGIN SELECT RAISE(ABORT, 'oloproof events are append-only'); END;
 """
 
 
+_VERDICTS_VIEW = """
+CREATE VIEW IF NOT EXISTS verdicts AS
+SELECT c.run_id, c.case_id, j.key AS criterion, json_extract(j.value, '$[0]') AS verdict,
+       json_extract(j.value, '$[1]') AS reason
+FROM cases AS c, json_each(c.verdicts) AS j
+"""
+
+
 class SQLiteStore(EventStore):
     """Event log in one SQLite file (default ``.oloproof/log.db``)."""
 
@@ -58,7 +64,13 @@ class SQLiteStore(EventStore):
             raise CorruptLogError(f"{self.path}: not a readable Oloproof log ({e})") from e
         if mode.lower() != "wal":
             raise StoreError(f"{self.path}: could not switch the log to WAL mode (got {mode})")
-        self.db = sqlite_utils.Database(self._conn)
+
+    @property
+    def db(self) -> "sqlite_utils.Database":  # noqa: F821
+        """The log as a :mod:`sqlite_utils` database, for ad-hoc inspection of projections."""
+        import sqlite_utils
+
+        return sqlite_utils.Database(self._conn)
 
     def _prepare(self) -> None:
         tables = {r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -84,7 +96,9 @@ class SQLiteStore(EventStore):
             for name, (cols, key) in PROJECTIONS.items():
                 self._conn.execute(
                     f"CREATE TABLE IF NOT EXISTS {name} ({', '.join(cols)}, PRIMARY KEY ({', '.join(key)}))"
+                    " WITHOUT ROWID"
                 )
+            self._conn.execute(_VERDICTS_VIEW)
             self._conn.execute("COMMIT")
         except BaseException:
             self._conn.execute("ROLLBACK")
@@ -173,6 +187,18 @@ class SQLiteStore(EventStore):
             sql += " WHERE " + " AND ".join(f"{k} = ?" for k in where)
         sql += f" ORDER BY {', '.join(key)}"
         return [dict(zip(cols, r)) for r in self._conn.execute(sql, tuple(where.values()))]
+
+    def count_streams(self, prefix: str) -> int:
+        return self._conn.execute(
+            "SELECT COUNT(*) FROM events WHERE seq = 0 AND stream >= ? AND stream < ?",
+            (prefix, prefix + "\U0010ffff"),
+        ).fetchone()[0]
+
+    def count(self, table: str, **where: object) -> int:
+        sql = f"SELECT COUNT(*) FROM {table}"
+        if where:
+            sql += " WHERE " + " AND ".join(f"{k} = ?" for k in where)
+        return self._conn.execute(sql, tuple(where.values())).fetchone()[0]
 
     def clear_projections(self) -> None:
         self._conn.execute("BEGIN IMMEDIATE")
