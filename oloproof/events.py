@@ -133,8 +133,12 @@ _DECODER = msgspec.json.Decoder(AnyEvent)
 _MANY = msgspec.json.Decoder(list[AnyEvent])
 
 
+_TAGS: dict[type, str] = {cls: cls.__struct_config__.tag for cls in AnyEvent.__args__}  # type: ignore[attr-defined]
+
+
 def tag_of(event: Event) -> str:
-    return event.__struct_config__.tag  # type: ignore[return-value]
+    """The stored type of an event (its tag, schema version included)."""
+    return _TAGS[type(event)]
 
 
 def decode(payload: bytes | str) -> Event:
@@ -165,12 +169,12 @@ def chain_digest(previous: str, stream: str, sequence: int, payload: bytes) -> s
 def chain_digests(previous: str, stream: str, start: int, payloads: Any) -> list[str]:
     """Digests of consecutive events of one stream, continuing from ``previous``."""
     sha256 = hashlib.sha256
+    join = b"".join
     tag = b"\x00" + stream.encode() + b"\x00"
     out = []
-    for offset, payload in enumerate(payloads):
-        h = sha256(previous.encode())
-        h.update(tag + b"%d\x00" % (start + offset))
-        h.update(payload)
-        previous = h.hexdigest()
+    seq = start
+    for payload in payloads:
+        previous = sha256(join((previous.encode(), tag, b"%d\x00" % seq, payload))).hexdigest()
         out.append(previous)
+        seq += 1
     return out

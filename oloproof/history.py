@@ -9,8 +9,8 @@ from oloproof.errors import CorruptLogError, UsageError
 from oloproof.evaluate.engine import CaseResult, SuiteEvaluation, Summary
 from oloproof.evaluate.projector import RunProjector, decode_stored
 from oloproof.evaluate.view import CaseView, fold_case
-from oloproof.events import RunFinished, RunResumed, RunStarted
-from oloproof.store.base import EventStore, _group_streams
+from oloproof.events import RunFinished, RunResumed, RunStarted, decode_many
+from oloproof.store.base import EventStore
 
 
 @dataclass
@@ -54,8 +54,12 @@ def latest_run_id(store: EventStore) -> str:
 
 def iter_case_views(store: EventStore, run_id: str) -> Iterator[CaseView]:
     """Every committed case of a run, folded from its events (in stream order)."""
-    for stream, stored in _group_streams(store.read_prefix(run_id + "/")):
-        yield fold_case(decode_stored(stored), stream)
+    for stream, payloads in store.iter_streams(run_id + "/"):
+        try:
+            events = decode_many(payloads)
+        except Exception as e:
+            raise CorruptLogError(f"stream {stream!r} holds an event that cannot be decoded: {e}") from e
+        yield fold_case(events, stream)
 
 
 def case_view(store: EventStore, run_id: str, case_id: str) -> CaseView:

@@ -118,6 +118,11 @@ class EventStore(abc.ABC):
 
     # ---- shared logic, written once over the primitives above -------------------------
 
+    def iter_streams(self, prefix: str) -> Iterator[tuple[str, list[bytes]]]:
+        """The payloads of every stream under ``prefix``, one stream at a time."""
+        for stream, events in _group_streams(self.read_prefix(prefix)):
+            yield stream, [e.payload for e in events]
+
     def read_all(self) -> Iterator[StoredEvent]:
         return self.read_prefix("")
 

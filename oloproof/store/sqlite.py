@@ -180,6 +180,25 @@ class SQLiteStore(EventStore):
         except sqlite3.DatabaseError as e:
             raise CorruptLogError(f"{self.path}: cannot read events ({e})") from e
 
+    def iter_streams(self, prefix: str) -> Iterator[tuple[str, list[bytes]]]:
+        cur = self._conn.execute(
+            "SELECT stream, payload FROM events WHERE stream >= ? AND stream < ? ORDER BY stream, seq",
+            (prefix, prefix + "\U0010ffff"),
+        )
+        stream = None
+        group: list[bytes] = []
+        try:
+            for s, payload in cur:
+                if s != stream:
+                    if group:
+                        yield stream, group  # type: ignore[misc]
+                    stream, group = s, []
+                group.append(payload if isinstance(payload, bytes) else payload.encode())
+        except sqlite3.DatabaseError as e:
+            raise CorruptLogError(f"{self.path}: cannot read events ({e})") from e
+        if group:
+            yield stream, group  # type: ignore[misc]
+
     def projection(self, table: str, **where: object) -> list[dict]:
         cols, key = PROJECTIONS[table]
         sql = f"SELECT {', '.join(cols)} FROM {table}"
