@@ -174,7 +174,12 @@ def chain_digests(previous: str, stream: str, start: int, payloads: Any) -> list
     out = []
     seq = start
     for payload in payloads:
-        previous = sha256(join((previous.encode(), tag, b"%d\x00" % seq, payload))).hexdigest()
+        if len(payload) < 65536:
+            previous = sha256(join((previous.encode(), tag, b"%d\x00" % seq, payload))).hexdigest()
+        else:  # a large snapshot: hash it in place rather than copy it
+            h = sha256(join((previous.encode(), tag, b"%d\x00" % seq)))
+            h.update(payload)
+            previous = h.hexdigest()
         out.append(previous)
         seq += 1
     return out

@@ -55,8 +55,10 @@ def command(json_path: str | None, db: str | None, resume: str | None, durabilit
     render_summary(out, summary, run_id=outcome.run_id, system=f"{system.name} {system.version}",
                    min_support=project.config.min_slice_support)
     if outcome.errors:
-        click.echo(f"{outcome.errors} case(s) raised or recorded invalid records; they are missing "
-                   "for every criterion (see 'oloproof show RUN CASE')", err=True)
+        for message in outcome.error_messages:
+            click.echo(f"error in {message}", err=True)
+        click.echo(f"{outcome.errors} case(s) errored; they are missing for every criterion "
+                   f"(see 'oloproof show {outcome.run_id} CASE')", err=True)
     if json_path:
         write_json(json_path, results_dict(outcome.run_id, system.name, system.version,
                                            project.suite, summary))

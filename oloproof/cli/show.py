@@ -39,4 +39,4 @@ def command(run: str, case: str | None, db: str | None) -> None:
     finally:
         store.close()
     result = suite.evaluate_case(view)
-    out.print(case_panel(view, dict(zip(suite.criteria, result.verdicts))))
+    out.print(case_panel(view, dict(zip(suite.criteria, result.verdicts)), result.paths))

@@ -23,25 +23,24 @@ VERDICTS = ("pass", "fail", "missing", "excluded")
 _cache: dict[tuple[str, str], Verdict] = {}
 
 
-def missing(reason: str) -> Verdict:
-    v = _cache.get(("missing", reason))
+def _verdict(kind: str, reason: str) -> Verdict:
+    """Shared (interned) verdict tuples, so 50,000 cases do not hold 50,000 copies."""
+    v = _cache.get((kind, reason))
     if v is None:
-        v = _cache[("missing", reason)] = ("missing", reason)
+        v = _cache[(kind, reason)] = (kind, reason)
     return v
+
+
+def missing(reason: str) -> Verdict:
+    return _verdict("missing", reason)
 
 
 def excluded(reason: str) -> Verdict:
-    v = _cache.get(("excluded", reason))
-    if v is None:
-        v = _cache[("excluded", reason)] = ("excluded", reason)
-    return v
+    return _verdict("excluded", reason)
 
 
 def fail(reason: str) -> Verdict:
-    v = _cache.get(("fail", reason))
-    if v is None:
-        v = _cache[("fail", reason)] = ("fail", reason)
-    return v
+    return _verdict("fail", reason)
 
 
 class EvaluatorConfig(BaseModel):
@@ -62,6 +61,8 @@ class Evaluator:
 
     config_model: ClassVar[type[EvaluatorConfig]] = EvaluatorConfig
     requires: ClassVar[tuple[str, ...]] = ()
+    #: evaluators that report compared paths implement ``evaluate_paths(case)``
+    has_paths: ClassVar[bool] = False
 
     def __init__(self, config: EvaluatorConfig):
         self.config = config
@@ -106,7 +107,7 @@ def load_entry_points() -> None:
 
 def registry() -> dict[str, type[Evaluator]]:
     # Built-in families register on import.
-    from oloproof.evaluate import output, trajectory  # noqa: F401
+    from oloproof.evaluate import output, state, trajectory  # noqa: F401
 
     return REGISTRY
 

@@ -36,6 +36,7 @@ class CaseResult:
     verdicts: tuple[Verdict, ...]
     values: tuple[Any, ...]
     groups: tuple[str | None, ...]
+    paths: tuple[Any, ...] = ()  # PathCheck of state evaluators, for the case panel
 
 
 @dataclass(frozen=True)
@@ -74,12 +75,22 @@ class SuiteEvaluation:
         self.criteria = [e.criterion for e in evaluators]
 
     def evaluate_case(self, case: CaseView) -> CaseResult:
+        paths: list[Any] = []
+        verdicts = []
+        for e in self.evaluators:
+            if e.has_paths:
+                verdict, checks = e.evaluate_paths(case)  # type: ignore[attr-defined]
+                paths.extend(checks)
+            else:
+                verdict = e.evaluate(case)
+            verdicts.append(verdict)
         return CaseResult(
             case.case_id,
             case.position,
-            tuple(e.evaluate(case) for e in self.evaluators),
+            tuple(verdicts),
             tuple(m.value(case) for m in self.metrics),
             tuple(s.group(case) for s in self.slices),
+            tuple(paths),
         )
 
     def summarize(self, results: Iterable[CaseResult]) -> Summary:

@@ -10,9 +10,11 @@ from __future__ import annotations
 import copy
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable
+
+import msgspec
 
 from oloproof.config.cases import SuiteCase, SuiteInfo
 from oloproof.errors import RecordError, UsageError
@@ -55,6 +57,11 @@ class RunOutcome:
     summary: Summary
     errors: int
     resumed: bool
+    error_messages: list[str] = field(default_factory=list)
+
+
+class _ResetFailed(Exception):
+    pass
 
 
 def _describe_unencodable(events: list[Event]) -> str:
@@ -96,13 +103,21 @@ class Runner:
         output: Any = None
         error = error_kind = None
         token = _CURRENT.set(recorder)
+        reset_ok = True
         try:
             if instance is not None:
-                instance.reset(copy.deepcopy(sc.initial_state))
+                try:
+                    # a fresh deep copy for every case: no case ever sees another's state
+                    instance.reset(copy.deepcopy(sc.initial_state if sc.initial_state is not None else {}))
+                except Exception as e:
+                    reset_ok = False
+                    raise _ResetFailed(f"case {sc.id!r}: reset() raised {type(e).__name__}: {e}") from e
             output = system.call(case)
             if not isinstance(output, dict):
                 raise RecordError(f"case {sc.id!r}: the system returned {type(output).__name__}, "
                                   "expected its output as a dict")
+        except _ResetFailed as e:
+            output, error, error_kind = None, str(e), "reset_error"
         except RecordError as e:
             output, error, error_kind = None, str(e), "invalid_record"
         except Exception as e:  # the system under test may raise anything
@@ -115,12 +130,17 @@ class Runner:
                 events.extend(recorder.trajectory_events())
             except RecordError as e:
                 events, output, error, error_kind = [], None, str(e), "invalid_record"
-        if instance is not None:
+        if instance is not None and reset_ok:
+            # the state a case left is recorded even when the case raised: it shows what changed
             try:
-                events.append(EnvironmentStateRecorded(instance.snapshot()))
+                state = msgspec.Raw(encode(instance.snapshot()))
+                events.append(EnvironmentStateRecorded(state))
             except Exception as e:
+                problem = ("returned something that is not JSON-serialisable"
+                           if isinstance(e, (TypeError, ValueError, OverflowError)) else "raised")
                 if error is None:
-                    output, error, error_kind = None, f"snapshot() raised {type(e).__name__}: {e}", "snapshot_error"
+                    error = f"case {sc.id!r}: snapshot() {problem}: {type(e).__name__}: {e}"
+                    error_kind = "snapshot_error"
         events.append(CaseFinished(output, error, error_kind))
         try:
             payloads = [encode(ev) for ev in events]
@@ -161,6 +181,7 @@ class Runner:
         results: list[CaseResult] = []
         done: set[str] = set()
         errors = 0
+        messages: list[str] = []
         pending: list[tuple] = []
         suite = self.suite
         criteria = suite.criteria
@@ -192,6 +213,9 @@ class Runner:
             result = suite.evaluate_case(view)
             if view.error is not None:
                 errors += 1
+                if len(messages) < 5:
+                    messages.append(view.error if view.error.startswith("case ")
+                                    else f"case {sc.id!r}: {view.error}")
             self.store.commit([StreamAppend(f"{run_id}/{sc.id}", 0, payloads, types)])
             pending.extend(case_rows(run_id, view, result, criteria)["cases"])
             if len(pending) >= 1000 or time.monotonic() - flushed > 2.0:
@@ -202,7 +226,8 @@ class Runner:
             if progress:
                 progress(len(done), total)
         self.finish(run_id, pending)
-        return RunOutcome(run_id, self.system, suite.summarize(results), errors, resume is not None)
+        return RunOutcome(run_id, self.system, suite.summarize(results), errors, resume is not None,
+                          messages)
 
     def finish(self, run_id: str, pending: list[tuple] = ()) -> None:  # type: ignore[assignment]
         stored = load_run(self.store, run_id)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from oloproof.evaluate.engine import Summary, SuiteEvaluation
 
 
@@ -47,7 +49,10 @@ def results_dict(run_id: str, system_name: str, system_version: str, suite: Suit
         verdicts = {}
         for name, (verdict, reason) in zip(suite.criteria, c.verdicts):
             verdicts[name] = {"verdict": verdict} if reason is None else {"verdict": verdict, "reason": reason}
-        cases.append({"case_id": c.case_id, "verdicts": verdicts})
+        entry: dict[str, Any] = {"case_id": c.case_id, "verdicts": verdicts}
+        if c.paths:
+            entry["paths"] = [msgspec.to_builtins(p) for p in c.paths]
+        cases.append(entry)
     gate: dict[str, Any] = {"decision": None, "rules": []}
     if summary.gate is not None:
         gate = {

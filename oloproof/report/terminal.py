@@ -107,7 +107,21 @@ def _short(value: Any, width: int = 70) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def case_panel(view: CaseView, verdicts: dict[str, tuple[str, str | None]]) -> Group:
+def _value(v: Any) -> str:
+    import msgspec
+
+    return "(absent)" if v is msgspec.UNSET else _short(v, 40) if v is not None else "null"
+
+
+def paths_table(paths: Any) -> Table:
+    t = _table("criterion", "path", "initial", "expected", "recorded", "verdict")
+    for p in paths:
+        verdict = p.verdict + (f" ({p.note})" if p.note else "")
+        t.add_row(p.criterion, p.path, _value(p.initial), _value(p.expected), _value(p.recorded), verdict)
+    return t
+
+
+def case_panel(view: CaseView, verdicts: dict[str, tuple[str, str | None]], paths: Any = ()) -> Group:
     parts: list[Any] = []
     head = Text(f"case {view.case_id}", style="bold")
     parts.append(head)
@@ -122,6 +136,9 @@ def case_panel(view: CaseView, verdicts: dict[str, tuple[str, str | None]]) -> G
     for name, (verdict, reason) in verdicts.items():
         vt.add_row(name, verdict, reason or "")
     parts.append(vt)
+    if paths:
+        parts.append(Text("compared state paths", style="bold"))
+        parts.append(paths_table(paths))
     t = view.trajectory
     if t is None:
         parts.append(Text("no trajectory recorded"))
