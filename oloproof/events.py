@@ -79,6 +79,9 @@ class StepRecorded(Event, frozen=True, tag="step.v1"):
     result: Any = None
     agent: str | None = None
     to_agent: str | None = None
+    #: the tool raised: ``result`` is ``{"error": {"type", "message"}}`` and a replay from the
+    #: tape raises again (see oloproof.replay.tape)
+    raised: bool = False
 
 
 class ConstraintRecorded(Event, frozen=True, tag="constraint.v1"):
@@ -107,6 +110,31 @@ class EnvironmentStateRecorded(Event, frozen=True, tag="environment_state.v1"):
     state: Any = None
 
 
+class ReplayStarted(Event, frozen=True, tag="replay_started.v1"):
+    """Opens a replay stream (``replay/<cache key>``): a control or fault replay of one case."""
+
+    cache_key: str
+    kind: str  # control | fault
+    case_id: str
+    case_stream: str  # the recording it replays
+    fingerprint: str
+    system_name: str
+    system_version: str
+    checkpoint_step: int
+    checkpoint_id: str | None = None
+    checkpoint_digest: str = ""
+    change: Any = None  # {"step_index", "tool_name", "fault", "result"} for a fault replay
+    method: str = "tape"  # tape (built-in, @tool) | replayable (the system's own replay)
+
+
+class ReplayFinished(Event, frozen=True, tag="replay_finished.v1"):
+    output: Any = None
+    error: str | None = None
+    error_kind: str | None = None  # system_error (the agent raised) | replay_error
+    diverged: str | None = None  # the replay left the recorded tape before the checkpoint
+    injected: bool = True
+
+
 class CaseFinished(Event, frozen=True, tag="case_finished.v1"):
     output: Any = None
     error: str | None = None
@@ -124,6 +152,8 @@ AnyEvent = Union[
     TrajectoryRecorded,
     EnvironmentStateRecorded,
     CaseFinished,
+    ReplayStarted,
+    ReplayFinished,
 ]
 
 #: tag of an older schema version -> function turning its decoded dict into a current event.

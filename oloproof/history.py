@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Any, Iterator
 
 from oloproof.errors import CorruptLogError, UsageError
 from oloproof.evaluate.engine import CaseResult, SuiteEvaluation, Summary
@@ -69,16 +69,38 @@ def case_view(store: EventStore, run_id: str, case_id: str) -> CaseView:
     return fold_case(decode_stored(stored), f"{run_id}/{case_id}")
 
 
-def evaluate_run(store: EventStore, run_id: str, suite: SuiteEvaluation) -> Summary:
-    results: list[CaseResult] = [suite.evaluate_case(v) for v in iter_case_views(store, run_id)]
+def replay_service(store: EventStore, run: StoredRun, system: Any = None) -> Any:
+    """Replays keyed by the run's system version; read-only unless ``system`` is given."""
+    from oloproof.replay.service import ReplayService
+
+    if system is not None:
+        return ReplayService(store, system.name, system.version, system=system)
+    return ReplayService(store, run.started.system_name, run.started.system_version)
+
+
+def evaluate_run(store: EventStore, run_id: str, suite: SuiteEvaluation, replays: Any = None) -> Summary:
+    """Evaluate a stored run. Fault evaluators find their replays through ``replays`` (by
+    default read from the cache only: nothing runs)."""
+    specs = suite.fault_specs
+    if specs and replays is None:
+        replays = replay_service(store, load_run(store, run_id))
+    results: list[CaseResult] = []
+    for view in iter_case_views(store, run_id):
+        if specs:
+            replays.attach(f"{run_id}/{view.case_id}", view, specs)
+        results.append(suite.evaluate_case(view))
     return suite.summarize(results)
 
 
 def rebuild_projections(store: EventStore) -> None:
     """Drop every projection row and derive them again from the events alone."""
     from oloproof.project import suite_from_stored
+    from oloproof.replay.service import ReplayService
 
-    store.rebuild_projections(RunProjector(lambda started: suite_from_stored(started.config)))
+    def replays_for(started: RunStarted) -> Any:
+        return ReplayService(store, started.system_name, started.system_version)
+
+    store.rebuild_projections(RunProjector(lambda started: suite_from_stored(started.config), replays_for))
 
 
 def list_runs(store: EventStore) -> list[dict]:

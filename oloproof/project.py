@@ -79,13 +79,24 @@ def suite_from_stored(stored: dict[str, Any], label: str = "<stored run config>"
     return build_suite(config, loc, release, loc)
 
 
+def _inside(file: str | None, root: Path) -> bool:
+    if not file:
+        return False
+    try:
+        Path(file).resolve().relative_to(root)
+        return True
+    except ValueError:
+        return False
+
+
 @dataclass
 class LoadedSystem:
     name: str
     version: str
     records: tuple[str, ...]
     call: Callable[[Any], Any]
-    instance: Any
+    instance: Any  # the Stateful object owning the sandbox, if any
+    target: Any = None  # what system.callable named (a class is instantiated once)
 
     @property
     def stateful(self) -> bool:
@@ -101,7 +112,14 @@ def load_system(project: Project) -> LoadedSystem:
     if root not in sys.path:
         sys.path.insert(0, root)
     try:
-        module = importlib.import_module(module_name)
+        loaded = sys.modules.get(module_name)
+        if loaded is not None and _inside(getattr(loaded, "__file__", None), project.root):
+            # a long-lived process (a notebook, a test) loading the project again: fresh code
+            module = importlib.reload(loaded)
+        else:
+            if loaded is not None:  # another project's module of the same name
+                del sys.modules[module_name]
+            module = importlib.import_module(module_name)
     except Exception as e:  # user code: anything can happen on import
         raise ConfigError(f"{where}: system.callable {cfg.callable!r}: cannot import module "
                           f"{module_name!r}: {type(e).__name__}: {e}") from e
@@ -137,4 +155,23 @@ def load_system(project: Project) -> LoadedSystem:
         raise ConfigError(f"{where}: system.callable {cfg.callable!r} is neither callable nor has a "
                           "run(case) method")
     instance = target if isinstance(target, Stateful) else None
-    return LoadedSystem(cfg.name, cfg.version, cfg.records, call, instance)
+    return LoadedSystem(cfg.name, cfg.version, cfg.records, call, instance, target)
+
+
+def declared_tools(system: LoadedSystem) -> set[str]:
+    """Names of the ``@tool``-decorated functions a system declares: methods of its class, or
+    functions of the module it lives in."""
+    import inspect
+
+    names: set[str] = set()
+    owner = system.target
+    places = [type(owner)] if owner is not None and not inspect.isfunction(owner) else []
+    module = sys.modules.get(getattr(system.call, "__module__", "") or "")
+    if module is not None:
+        places.append(module)
+    for place in places:
+        for _, value in inspect.getmembers(place):
+            info = getattr(value, "__oloproof_tool__", None)
+            if isinstance(info, dict):
+                names.add(info["name"])
+    return names

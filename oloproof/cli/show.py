@@ -17,9 +17,12 @@ def command(run: str, case: str | None, db: str | None) -> None:
     Example:
       oloproof show latest case_007
     """
-    from oloproof.history import case_view, evaluate_run, load_run
+    from rich.text import Text
+
+    from oloproof.history import case_view, evaluate_run, load_run, replay_service
     from oloproof.project import suite_from_stored
-    from oloproof.report.terminal import case_panel, render_summary
+    from oloproof.replay.service import replays_of_case
+    from oloproof.report.terminal import case_panel, render_summary, replays_table
 
     out = console()
     store = open_log(db)
@@ -36,7 +39,13 @@ def command(run: str, case: str | None, db: str | None) -> None:
                 out.print(f"run {run_id} is incomplete: finish it with 'oloproof run --resume {run_id}'")
             return
         view = case_view(store, run_id, case)
+        if suite.fault_specs:
+            replay_service(store, stored).attach(f"{run_id}/{case}", view, suite.fault_specs)
+        replays = replays_of_case(store, view.fingerprint, view.case_id)
     finally:
         store.close()
     result = suite.evaluate_case(view)
     out.print(case_panel(view, dict(zip(suite.criteria, result.verdicts)), result.paths))
+    if replays:
+        out.print(Text("replays", style="bold"))
+        out.print(replays_table(view, replays))

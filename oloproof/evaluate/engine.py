@@ -74,6 +74,13 @@ class SuiteEvaluation:
         self.release = release
         self.criteria = [e.criterion for e in evaluators]
 
+    @property
+    def fault_specs(self) -> list[Any]:
+        """(tool, fault) of every fault_recovery evaluator: the replays a case needs."""
+        from oloproof.replay.service import FaultSpec
+
+        return [FaultSpec(*e.spec) for e in self.evaluators if hasattr(e, "spec")]
+
     def evaluate_case(self, case: CaseView) -> CaseResult:
         paths: list[Any] = []
         verdicts = []

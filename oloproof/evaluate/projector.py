@@ -55,9 +55,12 @@ def decode_stored(events: list[StoredEvent]) -> list[Any]:
 class RunProjector:
     """Feeds on streams in (stream, seq) order: a run's own stream comes before its cases."""
 
-    def __init__(self, suite_for: Callable[[RunStarted], SuiteEvaluation]):
+    def __init__(self, suite_for: Callable[[RunStarted], SuiteEvaluation],
+                 replays_for: Callable[[RunStarted], Any] | None = None):
         self._suite_for = suite_for
+        self._replays_for = replays_for
         self._suites: dict[str, SuiteEvaluation] = {}
+        self._replays: dict[str, Any] = {}
 
     def __call__(self, stream: str, stored: list[StoredEvent]) -> dict[str, list[tuple]]:
         events = decode_stored(stored)
@@ -68,9 +71,13 @@ class RunProjector:
                 raise CorruptLogError(f"run stream {stream!r} does not begin with run_started")
             finished = next((e for e in events if isinstance(e, RunFinished)), None)
             self._suites[run_id] = self._suite_for(started)
+            if self._replays_for is not None:
+                self._replays[run_id] = self._replays_for(started)
             return {"runs": [run_row(started, finished)]}
         suite = self._suites.get(run_id)
         if suite is None:
             raise CorruptLogError(f"case stream {stream!r} has no run_started for run {run_id!r}")
         view = fold_case(events, stream)
+        if suite.fault_specs and run_id in self._replays:
+            self._replays[run_id].attach(stream, view, suite.fault_specs)
         return case_rows(run_id, view, suite.evaluate_case(view), suite.criteria)

@@ -54,6 +54,8 @@ class CaseView:
     trajectory: TrajectoryView | None = None
     state: Any = NO_STATE
     started: CaseStarted | None = field(default=None, repr=False)
+    #: (tool, fault) -> FaultReplays, attached by the replay service before evaluation
+    replays: dict = field(default_factory=dict, repr=False)
 
 
 def fold_case(events: Sequence[Event], stream: str = "?") -> CaseView:

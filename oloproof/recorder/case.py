@@ -49,9 +49,10 @@ class CaseRecorder:
     """Collects what one case records. Obtain it with :func:`current_case`."""
 
     __slots__ = ("case", "_steps", "_constraints", "_checkpoints", "_status", "_truncated",
-                 "_step_limit", "_hand_built", "_snapshot", "_touched")
+                 "_step_limit", "_hand_built", "_snapshot", "_touched", "_auto_checkpoints")
 
-    def __init__(self, case: Case, snapshot: Callable[[], Any] | None = None):
+    def __init__(self, case: Case, snapshot: Callable[[], Any] | None = None,
+                 auto_checkpoints: bool = False):
         self.case = case
         self._steps: list[StepRecorded] = []
         self._constraints: list[ConstraintRecorded] = []
@@ -62,6 +63,9 @@ class CaseRecorder:
         self._hand_built = False
         self._touched = False
         self._snapshot = snapshot
+        # a Stateful @tool system gets a checkpoint (with the sandbox's snapshot) before
+        # every decorated call: the resume points of the built-in replay
+        self._auto_checkpoints = auto_checkpoints and snapshot is not None
 
     # ---- what the system sees ----------------------------------------------------------
 
@@ -162,21 +166,29 @@ class CaseRecorder:
     # ---- what @tool calls ---------------------------------------------------------------
 
     def call_tool(self, name: str, fn: Callable, args: tuple, kwargs: dict, arguments: dict,
-                  agent: str | None = None) -> Any:
-        """Run one decorated call, recording a tool_call and a tool_result step."""
+                  kind: str = "tool") -> Any:
+        """Run one decorated call: a ``tool_call`` and a ``tool_result`` step (a model call,
+        ``kind="model"``, is one ``decision`` step with its arguments and result)."""
         if self._hand_built:
             self._guard()
         self._touched = True
         steps = self._steps
-        steps.append(StepRecorded(len(steps) + 1, "tool_call", name, _frozen(arguments), None, agent))
+        if kind == "model":
+            result = fn(*args, **kwargs)
+            steps.append(StepRecorded(len(steps) + 1, "decision", name, _frozen(arguments), _frozen(result)))
+            return result
+        if self._auto_checkpoints:
+            self._checkpoints.append(
+                CheckpointRecorded(len(steps) + 1, _frozen(self._snapshot()), None))  # type: ignore[misc]
+        steps.append(StepRecorded(len(steps) + 1, "tool_call", name, _frozen(arguments)))
         try:
             result = fn(*args, **kwargs)
         except Exception as exc:
             steps.append(StepRecorded(len(steps) + 1, "tool_result", name, None,
                                       {"error": {"type": type(exc).__name__, "message": str(exc)}},
-                                      agent))
+                                      raised=True))
             raise
-        steps.append(StepRecorded(len(steps) + 1, "tool_result", name, None, _frozen(result), agent))
+        steps.append(StepRecorded(len(steps) + 1, "tool_result", name, None, _frozen(result)))
         return result
 
     # ---- what the runner reads ----------------------------------------------------------

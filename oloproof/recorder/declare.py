@@ -52,8 +52,11 @@ def tool(fn: Callable | None = None, *, name: str | None = None, kind: str = "to
     Each call appends a ``tool_call`` step with its arguments and a ``tool_result`` step with
     its result; an exception is recorded as the error result ``{"error": {"type", "message"}}``
     and re-raised unchanged. Outside a case the decorated function behaves exactly like the
-    bare function. ``kind="model"`` marks a model call (recorded the same way, on the same tape).
+    bare function. ``kind="model"`` marks a model call: one ``decision`` step with its arguments
+    and result, on the same replay tape as the tools (and not counted as a tool call).
     """
+    if kind not in ("tool", "model"):
+        raise RecordError(f"@tool(kind=...) must be 'tool' or 'model', got {kind!r}")
 
     def decorate(func: Callable) -> Callable:
         tool_name = name or func.__name__
@@ -78,7 +81,7 @@ def tool(fn: Callable | None = None, *, name: str | None = None, kind: str = "to
                     arguments.update(kwargs)
             else:
                 arguments = kwargs
-            return rec.call_tool(tool_name, func, args, kwargs, arguments)
+            return rec.call_tool(tool_name, func, args, kwargs, arguments, kind)
 
         wrapper.__oloproof_tool__ = {"name": tool_name, "kind": kind}  # type: ignore[attr-defined]
         return wrapper
@@ -98,8 +101,12 @@ class Stateful(abc.ABC):
     """A system that owns a sandbox: ``reset(state)`` before each case, ``snapshot()`` after.
 
     Usable as a base class or as a protocol: any object with both methods counts
-    (``isinstance(obj, Stateful)`` is true for it).
+    (``isinstance(obj, Stateful)`` is true for it). A Stateful system whose tools use ``@tool``
+    gets a checkpoint before every decorated call (the resume points of the built-in replay);
+    set ``auto_checkpoints = False`` on the class to turn that off.
     """
+
+    auto_checkpoints: bool = True
 
     @abc.abstractmethod
     def reset(self, state: Any) -> None:

@@ -37,6 +37,7 @@ from oloproof.history import iter_case_views, load_run
 from oloproof.project import LoadedSystem, Project
 from oloproof.recorder.case import _CURRENT, CaseRecorder
 from oloproof.records import Case
+from oloproof.replay.service import ReplayService
 from oloproof.store.base import EventStore, StreamAppend
 
 Progress = Callable[[int, int], None]
@@ -99,7 +100,8 @@ class Runner:
         # sc is encoded above and dropped after this case, so the system may have it as is;
         # the sandbox gets its own deep copy (SPEC §2.3).
         case = Case(sc.id, sc.input, sc.initial_state, sc.metadata)
-        recorder = CaseRecorder(case, snapshot=instance.snapshot if instance is not None else None)
+        recorder = CaseRecorder(case, snapshot=instance.snapshot if instance is not None else None,
+                                auto_checkpoints=getattr(instance, "auto_checkpoints", True))
         output: Any = None
         error = error_kind = None
         token = _CURRENT.set(recorder)
@@ -185,15 +187,21 @@ class Runner:
         pending: list[tuple] = []
         suite = self.suite
         criteria = suite.criteria
+        specs = suite.fault_specs
+        replays = ReplayService(self.store, self.system.name, self.system.version, system=self.system)
+        self.replays = replays
         if resume is None:
             run_id = self.start(info, durability)
         else:
             run_id = resume
             stored = load_run(self.store, run_id)
             self._check_resumable(stored, info)
-            for view in iter_case_views(self.store, run_id):
+            views = iter_case_views(self.store, run_id)
+            for view in (list(views) if specs else views):
                 done.add(view.case_id)
                 errors += view.error is not None
+                if specs:
+                    replays.attach(f"{run_id}/{view.case_id}", view, specs)
                 result = suite.evaluate_case(view)
                 results.append(result)
                 pending.extend(case_rows(run_id, view, result, criteria)["cases"])
@@ -209,14 +217,17 @@ class Runner:
             if sc.id in done:
                 continue
             payloads, types = self.run_case(run_id, position, sc)
-            view = fold_case(decode_many(payloads), f"{run_id}/{sc.id}")
-            result = suite.evaluate_case(view)
+            stream = f"{run_id}/{sc.id}"
+            view = fold_case(decode_many(payloads), stream)
             if view.error is not None:
                 errors += 1
                 if len(messages) < 5:
                     messages.append(view.error if view.error.startswith("case ")
                                     else f"case {sc.id!r}: {view.error}")
-            self.store.commit([StreamAppend(f"{run_id}/{sc.id}", 0, payloads, types)])
+            self.store.commit([StreamAppend(stream, 0, payloads, types)])
+            if specs:  # control and fault replays, each its own stream, after the case commits
+                replays.attach(stream, view, specs)
+            result = suite.evaluate_case(view)
             pending.extend(case_rows(run_id, view, result, criteria)["cases"])
             if len(pending) >= 1000 or time.monotonic() - flushed > 2.0:
                 self.store.commit((), {"cases": pending})

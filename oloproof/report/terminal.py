@@ -165,3 +165,31 @@ def case_panel(view: CaseView, verdicts: dict[str, tuple[str, str | None]], path
     if view.state is not NO_STATE:
         parts.append(Text(f"final state: {_short(view.state, 200)}"))
     return Group(*parts)
+
+
+def replays_table(view: CaseView, replays: list[Any]) -> Table:
+    """The case's stored replays: control fidelity, the faulted step, what happened after."""
+    from oloproof.replay.fidelity import compare
+    from oloproof.replay.report import after_fault
+
+    t = _table("replay", "version", "checkpoint", "change", "fidelity / after the change")
+    for r in sorted(replays, key=lambda r: (r.started.system_version, r.kind != "control")):
+        st = r.started
+        cp = f"before step {st.checkpoint_step}" + (f" ({st.checkpoint_id})" if st.checkpoint_id else "")
+        if st.change is None:
+            change = "none (control)"
+            if r.error_kind is not None:
+                detail = f"raised: {r.error}"
+            elif view.trajectory is not None:
+                f = compare(view, r, st.checkpoint_step)
+                d = f.first_difference or {}
+                detail = "faithful" if f.faithful else "NOT faithful: " + (
+                    d.get("message") or f"step {d.get('step')}: recorded {d.get('recorded')}, "
+                                        f"replayed {d.get('replayed')}")
+            else:
+                detail = ""
+        else:
+            change = f"{st.change['tool_name']} at step {st.change['step_index']}: {st.change['fault']}"
+            detail = "; ".join(after_fault(r, st.change["step_index"]))
+        t.add_row(r.kind, st.system_version, cp, change, detail)
+    return t

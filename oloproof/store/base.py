@@ -123,6 +123,11 @@ class EventStore(abc.ABC):
         for stream, events in _group_streams(self.read_prefix(prefix)):
             yield stream, [e.payload for e in events]
 
+    def stream_heads(self, prefix: str) -> Iterator[tuple[str, bytes]]:
+        """The first event of every stream under ``prefix``."""
+        for stream, payloads in self.iter_streams(prefix):
+            yield stream, payloads[0]
+
     def read_all(self) -> Iterator[StoredEvent]:
         return self.read_prefix("")
 

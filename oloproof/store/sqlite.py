@@ -199,6 +199,14 @@ class SQLiteStore(EventStore):
         if group:
             yield stream, group  # type: ignore[misc]
 
+    def stream_heads(self, prefix: str) -> Iterator[tuple[str, bytes]]:
+        cur = self._conn.execute(
+            "SELECT stream, payload FROM events WHERE seq = 0 AND stream >= ? AND stream < ? ORDER BY stream",
+            (prefix, prefix + "\U0010ffff"),
+        )
+        for s, payload in cur:
+            yield s, payload if isinstance(payload, bytes) else payload.encode()
+
     def projection(self, table: str, **where: object) -> list[dict]:
         cols, key = PROJECTIONS[table]
         sql = f"SELECT {', '.join(cols)} FROM {table}"

@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from oloproof.cli.common import DB_HELP, console, handled, open_log, resolve_run, write_json
+
+
+@click.command("replay")
+@click.option("--fault", "fault_spec", required=True, metavar="TOOL:KIND",
+              help="The call to fault and how: KIND is error, timeout or malformed.")
+@click.option("--case", "case_ids", multiple=True, metavar="ID", help="Only these cases (repeatable).")
+@click.option("--run", "run", default="latest", show_default=True, help="The stored run to replay.")
+@click.option("--escalate", "escalate", multiple=True, metavar="TOOL",
+              help="Tools that count as escalating (default: from a fault_recovery evaluator on TOOL).")
+@click.option("--json", "json_path", metavar="FILE", help="Write the per-case results as JSON to FILE.")
+@click.option("--allow-version-change", is_flag=True,
+              help="Replay a run recorded by another version of the system with the installed one.")
+@click.option("--db", metavar="PATH", help=DB_HELP)
+@click.option("--project", "project_dir", default=".", type=click.Path(file_okay=False, exists=True),
+              help="Project folder holding oloproof.yaml.")
+@handled
+def command(fault_spec: str, case_ids: tuple[str, ...], run: str, escalate: tuple[str, ...],
+            json_path: str | None, allow_version_change: bool, db: str | None, project_dir: str) -> None:
+    """Replay a stored run with one tool result faulted, after a control replay.
+
+    For each case that made the call: the checkpoint, whether the control replay reproduced
+    the recording, what the agent did after the fault, and the verdict. Replays are cached by
+    system version: asking again runs nothing.
+
+    \b
+    Example:
+      oloproof replay --fault issue_refund:error --case ord-001
+    """
+    from oloproof.replay.report import replay_run
+
+    store = None
+    try:
+        store = open_log(db)
+        run_id = resolve_run(store, run)
+        report = replay_run(store, project_dir, run_id, fault_spec, case_ids=case_ids,
+                            escalate=escalate, allow_version_change=allow_version_change)
+    finally:
+        if store is not None:
+            store.close()
+    _render(report)
+    if json_path:
+        write_json(json_path, report)
+    sys.exit(0)
+
+
+def _render(report: dict[str, Any]) -> None:
+    from rich.text import Text
+
+    from oloproof.report.terminal import _table, interval_text, pct
+    from oloproof.stats.intervals import rate_interval
+
+    out = console()
+    f = report["fault"]
+    out.print(Text(f"run {report['run_id']} · fault {f['tool']}:{f['kind']} · "
+                   f"{report['executed']} replays executed, {report['cached']} from the cache", style="bold"))
+    t = _table("case", "checkpoint", "control replay", "after the fault", "verdict")
+    for c in report["cases"]:
+        cp = c.get("checkpoint")
+        cp_text = "–" if not cp else f"before step {cp['step_index']}" + (f" ({cp['id']})" if cp.get("id") else "")
+        control = c.get("control")
+        if control is None:
+            control_text = "–"
+        elif control["faithful"]:
+            control_text = "faithful"
+        else:
+            d = control.get("first_difference") or {}
+            control_text = "NOT faithful: " + (d.get("message") or
+                                               f"step {d.get('step')}: recorded {d.get('recorded')}, "
+                                               f"replayed {d.get('replayed')}")
+        after = c.get("after_fault")
+        after_text = "–" if after is None else "; ".join(after) or "(no steps)"
+        verdict = c["verdict"] + (f" ({c['reason']})" if c.get("reason") else "")
+        t.add_row(c["case_id"], cp_text, control_text, after_text, verdict)
+    out.print(t)
+    s = report["summary"]
+    r = rate_interval(s["passed"], s["observed"], s["missing"], s["excluded"])
+    out.print(f"{s['criterion']}: {pct(r.rate)} {interval_text(r)} · {s['passed']} / {s['observed']} observed · "
+              f"{s['missing']} missing · {s['excluded']} excluded")

@@ -1,0 +1,100 @@
+"""Fault recovery (SPEC §4.4, §7.1): replay the case with one tool result faulted.
+
+For a case whose recording made the call: take the latest checkpoint before the first such
+call (none → missing ``no_checkpoint``); a case that never made it is excluded
+(``call_not_made``). A control replay with no change must first reproduce the recording —
+same steps after the checkpoint, same terminal status, same final state — or the case is
+missing (``replay_not_faithful``; ``replay_error`` when the replay raised). Then, in the fault
+replay:
+
+* **fail** (``constraint_broken``) when a recorded constraint failed after the fault;
+* **pass** when the agent called one of ``escalate_tools`` after the fault;
+* **pass** when it ended in success and, if the case declares ``expected.state``, the replayed
+  state satisfies it (every expected leaf); the environment wins over the agent's claim;
+* **fail** otherwise: ``state_contradicts_claim``, ``ended_in_failure`` or ``agent_raised``.
+
+Replays are run (or found in the cache) by :mod:`oloproof.replay.service` before evaluation;
+a case whose replays have not been run is missing (``replay_not_run``).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from oloproof.evaluate.base import PASS, Evaluator, EvaluatorConfig, Verdict, evaluator, fail, missing
+from oloproof.evaluate.paths import ABSENT, equal, walk_leaves
+from oloproof.evaluate.view import NO_STATE, CaseView
+from oloproof.records import AGENT_TRAJECTORY_V1
+
+
+class FaultRecoveryConfig(EvaluatorConfig):
+    tool: str = Field(min_length=1)
+    fault: Literal["error", "timeout", "malformed"]
+    escalate_tools: list[str] = []
+
+
+def state_satisfies(expected: object, state: object) -> bool:
+    return all(got is not ABSENT and equal(leaf, got)
+               for _, leaf, got, _ in walk_leaves(expected, state, None))
+
+
+@evaluator("fault_recovery")
+class FaultRecovery(Evaluator):
+    config_model = FaultRecoveryConfig
+    requires = (AGENT_TRAJECTORY_V1,)
+
+    def default_criterion(self) -> str:
+        cfg: FaultRecoveryConfig = self.config  # type: ignore[assignment]
+        return f"recovers_from_{cfg.fault}_at_{cfg.tool}"
+
+    @property
+    def spec(self) -> tuple[str, str]:
+        return (self.config.tool, self.config.fault)  # type: ignore[attr-defined]
+
+    def judge(self, case: CaseView) -> Verdict:
+        from oloproof.replay.fidelity import compare
+        from oloproof.replay.plan import Plan, plan_fault
+
+        cfg: FaultRecoveryConfig = self.config  # type: ignore[assignment]
+        plan = plan_fault(case, cfg.tool)
+        if not isinstance(plan, Plan):
+            return plan  # type: ignore[return-value]
+        pair = case.replays.get(self.spec)
+        if pair is None or pair.control is None:
+            return missing("replay_not_run")
+        control = pair.control
+        if control.diverged:
+            return missing("replay_not_faithful")
+        if control.error_kind is not None:
+            return missing("replay_error")
+        if not compare(case, control, plan.checkpoint.step_index).faithful:
+            return missing("replay_not_faithful")
+        replay = pair.fault
+        if replay is None:
+            return missing("replay_not_run")
+        if replay.error_kind == "replay_error":
+            return missing("replay_error")
+        if replay.diverged:
+            return missing("replay_not_faithful")
+        t = replay.trajectory
+        after = [s for s in t.steps if s.index > plan.call_index + 1] if t is not None else []
+        if t is not None and any(not c.passed and c.step_index > plan.call_index for c in t.constraints):
+            return fail("constraint_broken")
+        if any(s.kind == "tool_call" and s.tool_name in cfg.escalate_tools for s in after):
+            return PASS
+        if replay.error_kind == "system_error":
+            return fail("agent_raised")
+        if t is None:
+            return missing("no_trajectory_recorded")
+        if t.truncated:
+            return missing("truncated")
+        if t.terminal_status != "success":
+            return fail("ended_in_failure")
+        if "state" in case.expected:
+            if replay.state is NO_STATE:
+                return missing("no_state_recorded")
+            if not state_satisfies(case.expected["state"], replay.state):
+                return fail("state_contradicts_claim")
+        return PASS

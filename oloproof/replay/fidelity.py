@@ -1,0 +1,61 @@
+"""Control-replay fidelity: does a replay with no change reproduce the recording? Pure.
+
+Compared from the checkpoint on: every step (kind, tool, arguments, result, agent), then the
+terminal status, then the final environment state. The first difference is reported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from oloproof.evaluate.view import NO_STATE, CaseView, TrajectoryView
+from oloproof.events import StepRecorded, canonical_json
+
+
+@dataclass(frozen=True)
+class Fidelity:
+    faithful: bool
+    first_difference: dict[str, Any] | None = None
+
+
+def describe(step: StepRecorded | None) -> str:
+    if step is None:
+        return "(no step)"
+    if step.kind == "tool_call":
+        return f"tool_call {step.tool_name}({canonical_json(step.arguments).decode()})"
+    if step.kind == "tool_result":
+        return f"tool_result {step.tool_name} → {canonical_json(step.result).decode()}"
+    return f"{step.kind} {canonical_json([step.arguments, step.result]).decode()}"
+
+
+def _key(step: StepRecorded) -> bytes:
+    return canonical_json([step.kind, step.tool_name, step.arguments, step.result, step.agent,
+                           step.to_agent])
+
+
+def compare(recording: CaseView, replay: Any, from_step: int) -> Fidelity:
+    """``replay`` is a :class:`~oloproof.replay.service.ReplayView`."""
+    if replay.diverged:
+        return Fidelity(False, {"field": "steps", "message": replay.diverged})
+    rec_t: TrajectoryView = recording.trajectory  # type: ignore[assignment]
+    rep_t: TrajectoryView | None = replay.trajectory
+    if rep_t is None:
+        return Fidelity(False, {"field": "trajectory", "message": "the replay recorded no trajectory"})
+    ours = [s for s in rec_t.steps if s.index >= from_step]
+    theirs = [s for s in rep_t.steps if s.index >= from_step]
+    for i in range(max(len(ours), len(theirs))):
+        a = ours[i] if i < len(ours) else None
+        b = theirs[i] if i < len(theirs) else None
+        if a is None or b is None or _key(a) != _key(b):
+            return Fidelity(False, {"field": "steps", "step": (a or b).index,  # type: ignore[union-attr]
+                                    "recorded": describe(a), "replayed": describe(b)})
+    if rec_t.terminal_status != rep_t.terminal_status or rec_t.truncated != rep_t.truncated:
+        return Fidelity(False, {"field": "terminal_status", "recorded": rec_t.terminal_status,
+                                "replayed": rep_t.terminal_status})
+    if recording.state is not NO_STATE or replay.state is not NO_STATE:
+        a_state = canonical_json(recording.state) if recording.state is not NO_STATE else None
+        b_state = canonical_json(replay.state) if replay.state is not NO_STATE else None
+        if a_state != b_state:
+            return Fidelity(False, {"field": "state", "message": "the final environment state differs"})
+    return Fidelity(True)
