@@ -78,9 +78,23 @@ def replay_service(store: EventStore, run: StoredRun, system: Any = None) -> Any
     return ReplayService(store, run.started.system_name, run.started.system_version)
 
 
-def evaluate_run(store: EventStore, run_id: str, suite: SuiteEvaluation, replays: Any = None) -> Summary:
+def evaluate_run(store: EventStore, run_id: str, suite: SuiteEvaluation, replays: Any = None,
+                 eval_key: str | None = None) -> Summary:
     """Evaluate a stored run. Fault evaluators find their replays through ``replays`` (by
-    default read from the cache only: nothing runs)."""
+    default read from the cache only: nothing runs).
+
+    With ``eval_key`` (see :func:`~oloproof.evaluate.projector.evaluation_key`) the per-case
+    results are cached in the ``evaluations`` projection: when every committed case has a row
+    for that key, they are read back instead of decoding events and replays again.
+    """
+    from oloproof.evaluate.projector import cacheable, decode_result, encode_result
+
+    criteria = suite.criteria
+    if eval_key is not None:
+        rows = store.projection("evaluations", run_id=run_id, eval_key=eval_key)
+        if rows and len(rows) == store.count_streams(run_id + "/"):
+            return suite.summarize(decode_result(r["case_id"], r["position"], r["result"], criteria)
+                                   for r in rows)
     specs = suite.fault_specs
     if specs and replays is None:
         replays = replay_service(store, load_run(store, run_id))
@@ -89,6 +103,9 @@ def evaluate_run(store: EventStore, run_id: str, suite: SuiteEvaluation, replays
         if specs:
             replays.attach(f"{run_id}/{view.case_id}", view, specs)
         results.append(suite.evaluate_case(view))
+    if eval_key is not None:
+        store.commit((), {"evaluations": [(run_id, eval_key, r.case_id, r.position, encode_result(r, criteria))
+                                          for r in results if cacheable(r)]})
     return suite.summarize(results)
 
 
@@ -101,6 +118,8 @@ def rebuild_projections(store: EventStore) -> None:
         return ReplayService(store, started.system_name, started.system_version)
 
     store.rebuild_projections(RunProjector(lambda started: suite_from_stored(started.config), replays_for))
+    if hasattr(store, "projections_stale"):
+        store.projections_stale = False
 
 
 def list_runs(store: EventStore) -> list[dict]:

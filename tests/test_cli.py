@@ -169,8 +169,10 @@ def test_undecodable_event_is_a_clear_error(cli, support_project):
     conn.execute("UPDATE events SET payload = '{\"type\": \"mystery.v9\"}' WHERE stream LIKE '%/case_003' AND seq = 1")
     conn.commit()
     conn.close()
-    r = cli("show", "latest")
+    r = cli("show", "latest", "case_003")
     assert r.exit_code == 2 and "case_003" in r.output and "cannot be decoded" in r.output
+    r = cli("audit", "rebuild")  # rebuilding reads every event
+    assert r.exit_code == 2 and "case_003" in r.output
     v = cli("audit", "verify")
     assert v.exit_code == 1 and "case_003 #1" in v.output
 

@@ -42,7 +42,7 @@ class TestContract:
         store.commit([batch("r/a", 0, 1)])
         with pytest.raises(DuplicateEventError):
             store.commit([batch("r/new", 0, 2), batch("r/a", 0, 1)],
-                         {"runs": [("x", "s", "v", "t", 1, "incomplete", None)]})
+                         {"runs": [("x", "s", "v", "t", 1, "incomplete", None, "k")]})
         assert store.stream_length("r/new") == 0
         assert store.projection("runs") == []
 
@@ -52,10 +52,10 @@ class TestContract:
             store.commit([batch("r/a", 5, 1)])
 
     def test_projection_upsert_and_filter(self, store):
-        store.commit([], {"runs": [("r1", "s", "v", "t1", 2, "incomplete", None)]})
-        store.commit([], {"runs": [("r1", "s", "v", "t1", 2, "complete", "t2")],
-                          "cases": [("r1", "a", 0, "f", "ok", 2, None, "{}"),
-                                    ("r1", "b", 1, "f", "error", None, "boom", "{}")]})
+        store.commit([], {"runs": [("r1", "s", "v", "t1", 2, "incomplete", None, "k")]})
+        store.commit([], {"runs": [("r1", "s", "v", "t1", 2, "complete", "t2", "k")],
+                          "cases": [("r1", "a", 0, "f", "ok", 2, None),
+                                    ("r1", "b", 1, "f", "error", None, "boom")]})
         assert store.projection("runs")[0]["status"] == "complete"
         assert [r["case_id"] for r in store.projection("cases", status="error")] == ["b"]
         assert store.count("cases", run_id="r1") == 2
@@ -71,9 +71,9 @@ class TestContract:
 
         def projector(stream, events):
             seen.append((stream, len(events)))
-            return {"cases": [("r", stream, len(seen), "f", "ok", len(events), None, "{}")]} if "/" in stream else {}
+            return {"cases": [("r", stream, len(seen), "f", "ok", len(events), None)]} if "/" in stream else {}
 
-        store.commit([], {"cases": [("stale", "x", 0, "f", "ok", 0, None, "{}")]})
+        store.commit([], {"cases": [("stale", "x", 0, "f", "ok", 0, None)]})
         store.rebuild_projections(projector)
         assert seen == [("r", 1), ("r/a", 2), ("r/b", 1)]
         assert [r["case_id"] for r in store.projection("cases")] == ["r/a", "r/b"]
@@ -135,3 +135,15 @@ def test_events_round_trip(arguments, result, output):
     for event in (StepRecorded(1, "tool_call", "t", arguments, result), CaseFinished(output)):
         again = decode(encode(event))
         assert again == event or encode(again) == encode(event)
+
+
+def test_projection_tables_of_another_version_are_dropped_and_marked_stale(tmp_path):
+    s = SQLiteStore(tmp_path / "log.db")
+    s.commit([batch("r/a", 0, 1)], {"cases": [("r", "a", 0, "f", "ok", 1, None)]})
+    s._conn.execute("UPDATE meta SET value = 'old' WHERE key = 'projections_version'")
+    s.close()
+    s = SQLiteStore(tmp_path / "log.db")
+    assert s.projections_stale and s.projection("cases") == []
+    assert s.stream_length("r/a") == 1  # events are never touched
+    s.close()
+    assert not SQLiteStore(tmp_path / "log.db").projections_stale

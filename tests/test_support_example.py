@@ -115,7 +115,7 @@ def test_audit_verify_and_rebuild(ran, cli):
     ok = cli("audit", "verify")
     assert ok.exit_code == 0 and ok.output.startswith("ok:") and "41 streams" in ok.output
     store = SQLiteStore(project / ".oloproof" / "log.db")
-    before = {t: store.projection(t) for t in ("runs", "cases")}
+    before = {t: store.projection(t) for t in ("runs", "cases", "evaluations")}
     view_rows = store._conn.execute("SELECT COUNT(*), SUM(verdict = 'fail') FROM verdicts").fetchone()
     store.close()
     assert len(before["cases"]) == 40
@@ -123,7 +123,7 @@ def test_audit_verify_and_rebuild(ran, cli):
     rebuilt = cli("audit", "rebuild")
     assert rebuilt.exit_code == 0
     store = SQLiteStore(project / ".oloproof" / "log.db")
-    after = {t: store.projection(t) for t in ("runs", "cases")}
+    after = {t: store.projection(t) for t in ("runs", "cases", "evaluations")}
     store.close()
     assert after == before
 

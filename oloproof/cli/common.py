@@ -49,7 +49,13 @@ def open_log(db: str | None, *, must_exist: bool = True, durability: str = "full
     path = Path(db or DEFAULT_LOG)
     if must_exist and not path.exists():
         raise UsageError(f"no event log at {path}; run 'oloproof run' first or pass --db")
-    return SQLiteStore(path, durability=durability, create=not must_exist)
+    store = SQLiteStore(path, durability=durability, create=not must_exist)
+    if store.projections_stale:  # written by an older Oloproof: derive the tables again
+        from oloproof.history import rebuild_projections
+
+        click.echo("rebuilding the log's projection tables from its events…", err=True)
+        rebuild_projections(store)
+    return store
 
 
 def resolve_run(store: Any, run: str) -> str:

@@ -21,6 +21,7 @@ def command(run: str, json_path: str | None, db: str | None, project_dir: str) -
     Example:
       oloproof eval latest --json results.json
     """
+    from oloproof.evaluate.projector import evaluation_key
     from oloproof.history import evaluate_run, load_run
     from oloproof.project import load_project
     from oloproof.report.results import results_dict
@@ -31,7 +32,8 @@ def command(run: str, json_path: str | None, db: str | None, project_dir: str) -
     try:
         run_id = resolve_run(store, run)
         s = load_run(store, run_id).started
-        summary = evaluate_run(store, run_id, project.suite)
+        summary = evaluate_run(store, run_id, project.suite,
+                               eval_key=evaluation_key(project.config_digest, s.system_version))
     finally:
         store.close()
     render_summary(console(), summary, run_id=run_id, system=f"{s.system_name} {s.system_version}",

@@ -20,6 +20,7 @@ def command(run: str, db: str | None) -> None:
     Example:
       oloproof gate latest
     """
+    from oloproof.evaluate.projector import run_eval_key
     from oloproof.history import evaluate_run, load_run
     from oloproof.project import suite_from_stored
     from oloproof.report.terminal import gate_table
@@ -29,7 +30,7 @@ def command(run: str, db: str | None) -> None:
         run_id = resolve_run(store, run)
         stored = load_run(store, run_id)
         suite = suite_from_stored(stored.started.config)
-        summary = evaluate_run(store, run_id, suite)
+        summary = evaluate_run(store, run_id, suite, eval_key=run_eval_key(stored.started))
     finally:
         store.close()
     out = console()

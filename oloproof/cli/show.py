@@ -19,6 +19,7 @@ def command(run: str, case: str | None, db: str | None) -> None:
     """
     from rich.text import Text
 
+    from oloproof.evaluate.projector import run_eval_key
     from oloproof.history import case_view, evaluate_run, load_run, replay_service
     from oloproof.project import suite_from_stored
     from oloproof.replay.service import replays_of_case
@@ -31,7 +32,7 @@ def command(run: str, case: str | None, db: str | None) -> None:
         stored = load_run(store, run_id)
         suite = suite_from_stored(stored.started.config)
         if case is None:
-            summary = evaluate_run(store, run_id, suite)
+            summary = evaluate_run(store, run_id, suite, eval_key=run_eval_key(stored.started))
             s = stored.started
             render_summary(out, summary, run_id=run_id, system=f"{s.system_name} {s.system_version}",
                            min_support=suite.min_slice_support)

@@ -8,13 +8,26 @@ The runner writes these rows in the same transaction as the case's events; the
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any, Callable
+
+import msgspec
 
 from oloproof.errors import CorruptLogError
 from oloproof.evaluate.engine import CaseResult, SuiteEvaluation
 from oloproof.evaluate.view import CaseView, fold_case
 from oloproof.events import RunFinished, RunStarted, canonical_json, decode, decode_many
 from oloproof.store.base import StoredEvent
+
+
+def evaluation_key(config_digest: str, system_version: str) -> str:
+    """What a case's evaluation depends on besides its own events: the configuration, and the
+    system version its replays are keyed by."""
+    return hashlib.sha256(f"{config_digest}\x00{system_version}".encode()).hexdigest()[:32]
+
+
+def run_eval_key(started: RunStarted) -> str:
+    return evaluation_key(started.config_digest, started.system_version)
 
 
 def run_row(started: RunStarted, finished: RunFinished | None) -> tuple:
@@ -26,16 +39,48 @@ def run_row(started: RunStarted, finished: RunFinished | None) -> tuple:
         started.case_count,
         "complete" if finished else "incomplete",
         finished.finished_at if finished else None,
+        run_eval_key(started),
     )
 
 
-def case_rows(run_id: str, view: CaseView, result: CaseResult, criteria: list[str]) -> dict[str, list[tuple]]:
+def encode_result(result: CaseResult, criteria: list[str]) -> str:
+    return canonical_json({
+        "verdicts": dict(zip(criteria, result.verdicts)),
+        "values": list(result.values),
+        "groups": list(result.groups),
+        "paths": list(result.paths),
+    }).decode()
+
+
+def decode_result(case_id: str, position: int, text: str | bytes, criteria: list[str]) -> CaseResult:
+    from oloproof.evaluate.base import _verdict
+    from oloproof.evaluate.state import PathCheck
+
+    data = msgspec.json.decode(text)
+    verdicts = tuple(_verdict(*data["verdicts"][c]) if data["verdicts"][c][0] in ("missing", "excluded")
+                     else tuple(data["verdicts"][c]) for c in criteria)
+    values = tuple(tuple(v) if isinstance(v, list) else v for v in data["values"])
+    paths = tuple(msgspec.convert(p, PathCheck) for p in data["paths"])
+    return CaseResult(case_id, position, verdicts, values, tuple(data["groups"]), paths)  # type: ignore[arg-type]
+
+
+def cacheable(result: CaseResult) -> bool:
+    """A result that waits on replays not run yet is not cached: it would go stale."""
+    return not any(v[1] == "replay_not_run" for v in result.verdicts)
+
+
+def case_rows(run_id: str, view: CaseView, result: CaseResult, criteria: list[str],
+              eval_key: str) -> dict[str, list[tuple]]:
     steps = len(view.trajectory.steps) if view.trajectory is not None else None
-    verdicts = canonical_json(dict(zip(criteria, result.verdicts))).decode()
-    return {
+    rows: dict[str, list[tuple]] = {
         "cases": [(run_id, view.case_id, view.position, view.fingerprint,
-                   "error" if view.error else "ok", steps, view.error, verdicts)],
+                   "error" if view.error else "ok", steps, view.error)],
+        "evaluations": [],
     }
+    if cacheable(result):
+        rows["evaluations"].append((run_id, eval_key, view.case_id, view.position,
+                                    encode_result(result, criteria)))
+    return rows
 
 
 def decode_stored(events: list[StoredEvent]) -> list[Any]:
@@ -61,6 +106,7 @@ class RunProjector:
         self._replays_for = replays_for
         self._suites: dict[str, SuiteEvaluation] = {}
         self._replays: dict[str, Any] = {}
+        self._keys: dict[str, str] = {}
 
     def __call__(self, stream: str, stored: list[StoredEvent]) -> dict[str, list[tuple]]:
         events = decode_stored(stored)
@@ -71,6 +117,7 @@ class RunProjector:
                 raise CorruptLogError(f"run stream {stream!r} does not begin with run_started")
             finished = next((e for e in events if isinstance(e, RunFinished)), None)
             self._suites[run_id] = self._suite_for(started)
+            self._keys[run_id] = run_eval_key(started)
             if self._replays_for is not None:
                 self._replays[run_id] = self._replays_for(started)
             return {"runs": [run_row(started, finished)]}
@@ -80,4 +127,4 @@ class RunProjector:
         view = fold_case(events, stream)
         if suite.fault_specs and run_id in self._replays:
             self._replays[run_id].attach(stream, view, suite.fault_specs)
-        return case_rows(run_id, view, suite.evaluate_case(view), suite.criteria)
+        return case_rows(run_id, view, suite.evaluate_case(view), suite.criteria, self._keys[run_id])

@@ -19,7 +19,7 @@ import msgspec
 from oloproof.config.cases import SuiteCase, SuiteInfo
 from oloproof.errors import RecordError, UsageError
 from oloproof.evaluate.engine import CaseResult, Summary
-from oloproof.evaluate.projector import case_rows, run_row
+from oloproof.evaluate.projector import case_rows, evaluation_key, run_row
 from oloproof.evaluate.view import fold_case
 from oloproof.events import (
     CaseFinished,
@@ -184,10 +184,16 @@ class Runner:
         done: set[str] = set()
         errors = 0
         messages: list[str] = []
-        pending: list[tuple] = []
         suite = self.suite
         criteria = suite.criteria
         specs = suite.fault_specs
+        key = evaluation_key(self.project.config_digest, self.system.version)
+        pending: dict[str, list[tuple]] = {"cases": [], "evaluations": []}
+
+        def add(rows: dict[str, list[tuple]]) -> None:
+            for table, table_rows in rows.items():
+                pending[table].extend(table_rows)
+
         replays = ReplayService(self.store, self.system.name, self.system.version, system=self.system)
         self.replays = replays
         if resume is None:
@@ -204,11 +210,10 @@ class Runner:
                     replays.attach(f"{run_id}/{view.case_id}", view, specs)
                 result = suite.evaluate_case(view)
                 results.append(result)
-                pending.extend(case_rows(run_id, view, result, criteria)["cases"])
+                add(case_rows(run_id, view, result, criteria, key))
             ev = RunResumed(run_id, self.clock())
-            self.store.commit([StreamAppend(run_id, stored.length, [encode(ev)], [tag_of(ev)])],
-                              {"cases": pending})
-            pending = []
+            self.store.commit([StreamAppend(run_id, stored.length, [encode(ev)], [tag_of(ev)])], pending)
+            pending = {"cases": [], "evaluations": []}
         total = info.count
         if progress:
             progress(len(done), total)
@@ -228,10 +233,10 @@ class Runner:
             if specs:  # control and fault replays, each its own stream, after the case commits
                 replays.attach(stream, view, specs)
             result = suite.evaluate_case(view)
-            pending.extend(case_rows(run_id, view, result, criteria)["cases"])
-            if len(pending) >= 1000 or time.monotonic() - flushed > 2.0:
-                self.store.commit((), {"cases": pending})
-                pending, flushed = [], time.monotonic()
+            add(case_rows(run_id, view, result, criteria, key))
+            if len(pending["cases"]) >= 1000 or time.monotonic() - flushed > 2.0:
+                self.store.commit((), pending)
+                pending, flushed = {"cases": [], "evaluations": []}, time.monotonic()
             results.append(result)
             done.add(sc.id)
             if progress:
@@ -240,12 +245,12 @@ class Runner:
         return RunOutcome(run_id, self.system, suite.summarize(results), errors, resume is not None,
                           messages)
 
-    def finish(self, run_id: str, pending: list[tuple] = ()) -> None:  # type: ignore[assignment]
+    def finish(self, run_id: str, pending: dict[str, list[tuple]] | None = None) -> None:
         stored = load_run(self.store, run_id)
         committed = self.store.count_streams(run_id + "/")
         ev = RunFinished(run_id, self.clock(), committed)
         self.store.commit([StreamAppend(run_id, stored.length, [encode(ev)], [tag_of(ev)])],
-                          {"runs": [run_row(stored.started, ev)], "cases": list(pending)})
+                          {"runs": [run_row(stored.started, ev)], **(pending or {})})
 
     def _check_resumable(self, stored: Any, info: SuiteInfo) -> None:
         s: RunStarted = stored.started

@@ -110,6 +110,13 @@ class ReplayService:
     system: Any = None
     executed: int = 0
     _cache: dict[str, ReplayView | None] = field(default_factory=dict)
+    _pending: list[StreamAppend] = field(default_factory=list)
+
+    def flush(self) -> None:
+        """Commit the replays run since the last flush, in one transaction."""
+        if self._pending:
+            pending, self._pending = self._pending, []
+            self.store.commit(pending)
 
     def read(self, key: str) -> ReplayView | None:
         if key in self._cache:
@@ -137,12 +144,19 @@ class ReplayService:
         events = [started, *run_replay(self.system, view, plan, change)]
         self.executed += 1
         payloads = [encode(e) for e in events]
-        self.store.commit([StreamAppend(PREFIX + key, 0, payloads, [tag_of(e) for e in events])])
+        # committed by for_case with the case's other replays: one transaction per case
+        self._pending.append(StreamAppend(PREFIX + key, 0, payloads, [tag_of(e) for e in events]))
         replay = fold_replay(decode_many(payloads), PREFIX + key)
         self._cache[key] = replay
         return replay
 
     def for_case(self, case_stream: str, view: CaseView, specs: Iterable[FaultSpec]) -> dict[tuple[str, str], FaultReplays]:
+        try:
+            return self._for_case(case_stream, view, specs)
+        finally:
+            self.flush()
+
+    def _for_case(self, case_stream: str, view: CaseView, specs: Iterable[FaultSpec]) -> dict[tuple[str, str], FaultReplays]:
         out: dict[tuple[str, str], FaultReplays] = {}
         if view.error is not None:
             return out

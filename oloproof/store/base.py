@@ -17,16 +17,26 @@ from oloproof.events import chain_digest, chain_digests
 #: Projection tables: name -> (columns, primary-key columns). Rows are tuples in column order.
 PROJECTIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "runs": (
-        ("run_id", "system", "version", "started", "case_count", "status", "finished"),
+        ("run_id", "system", "version", "started", "case_count", "status", "finished", "eval_key"),
         ("run_id",),
     ),
-    # One row per committed case; ``verdicts`` is canonical JSON {criterion: [verdict, reason]}
-    # (the SQLite backend also offers a ``verdicts`` view with one row per criterion).
     "cases": (
-        ("run_id", "case_id", "position", "fingerprint", "status", "steps", "error", "verdicts"),
+        ("run_id", "case_id", "position", "fingerprint", "status", "steps", "error"),
         ("run_id", "case_id"),
     ),
+    # A case's evaluation under one configuration (``eval_key``: the config digest and the
+    # system version its replays belong to): canonical JSON of its verdicts, metric values,
+    # slice groups and compared paths. Evaluating again with the same key reads these rows
+    # instead of decoding events and replays. The SQLite backend also offers a ``verdicts``
+    # view: one row per case and criterion, for each run's own configuration.
+    "evaluations": (
+        ("run_id", "eval_key", "case_id", "position", "result"),
+        ("run_id", "eval_key", "case_id"),
+    ),
 }
+#: bump when PROJECTIONS change: backends then drop and recreate the tables, and the next
+#: command that opens the log rebuilds them from the events
+PROJECTIONS_VERSION = "2"
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,17 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from oloproof.errors import CorruptLogError, DuplicateEventError, StoreError
-from oloproof.store.base import PROJECTIONS, EventStore, Rows, StoredEvent, StreamAppend, chain
+from oloproof.store.base import (
+    PROJECTIONS,
+    PROJECTIONS_VERSION,
+    EventStore,
+    Rows,
+    StoredEvent,
+    StreamAppend,
+    chain,
+)
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "1"  # of the events table; projections have their own version
 DURABILITY = {"full": "FULL", "normal": "NORMAL"}
 
 _SCHEMA = """
@@ -37,9 +45,11 @@ BEGIN SELECT RAISE(ABORT, 'oloproof events are append-only'); END;
 
 _VERDICTS_VIEW = """
 CREATE VIEW IF NOT EXISTS verdicts AS
-SELECT c.run_id, c.case_id, j.key AS criterion, json_extract(j.value, '$[0]') AS verdict,
+SELECT e.run_id, e.case_id, j.key AS criterion, json_extract(j.value, '$[0]') AS verdict,
        json_extract(j.value, '$[1]') AS reason
-FROM cases AS c, json_each(c.verdicts) AS j
+FROM evaluations AS e
+JOIN runs AS r ON r.run_id = e.run_id AND r.eval_key = e.eval_key,
+     json_each(e.result, '$.verdicts') AS j
 """
 
 
@@ -48,6 +58,7 @@ class SQLiteStore(EventStore):
 
     def __init__(self, path: str | Path, *, durability: str = "full", create: bool = True):
         self.path = Path(path)
+        self.projections_stale = False
         if durability not in DURABILITY:
             raise StoreError(f"durability must be one of {', '.join(DURABILITY)}, got {durability!r}")
         if not create and not self.path.exists():
@@ -93,6 +104,15 @@ class SQLiteStore(EventStore):
             self._conn.execute(
                 "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (SCHEMA_VERSION,)
             )
+            row = self._conn.execute("SELECT value FROM meta WHERE key='projections_version'").fetchone()
+            if row is None or row[0] != PROJECTIONS_VERSION:
+                # derived tables of another shape: drop them; they are rebuilt from the events
+                self._conn.execute("DROP VIEW IF EXISTS verdicts")
+                for name in PROJECTIONS:
+                    self._conn.execute(f"DROP TABLE IF EXISTS {name}")
+                self._conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('projections_version', ?)",
+                                   (PROJECTIONS_VERSION,))
+                self.projections_stale = bool(self._conn.execute("SELECT 1 FROM events LIMIT 1").fetchone())
             for name, (cols, key) in PROJECTIONS.items():
                 self._conn.execute(
                     f"CREATE TABLE IF NOT EXISTS {name} ({', '.join(cols)}, PRIMARY KEY ({', '.join(key)}))"
