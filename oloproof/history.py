@@ -52,6 +52,31 @@ def latest_run_id(store: EventStore) -> str:
     return max(runs, key=lambda r: (r["started"], r["run_id"]))["run_id"]
 
 
+class PairSources:
+    """Attaches to a derived case ``<source>~<transform>`` the view of its source case."""
+
+    def __init__(self, store: EventStore, run_id: str):
+        self.store, self.run_id = store, run_id
+        self._last: CaseView | None = None
+
+    def remember(self, view: CaseView) -> None:
+        if "~" not in view.case_id:
+            self._last = view
+
+    def attach(self, view: CaseView) -> CaseView:
+        if "~" in view.case_id:
+            source_id = view.cluster
+            if self._last is not None and self._last.case_id == source_id:
+                view.pair_source = self._last
+            else:
+                stored = self.store.read_stream(f"{self.run_id}/{source_id}")
+                if stored:
+                    view.pair_source = fold_case(decode_stored(stored), f"{self.run_id}/{source_id}")
+        else:
+            self._last = view
+        return view
+
+
 def iter_case_views(store: EventStore, run_id: str) -> Iterator[CaseView]:
     """Every committed case of a run, folded from its events (in stream order)."""
     for stream, payloads in store.iter_streams(run_id + "/"):
@@ -66,7 +91,7 @@ def case_view(store: EventStore, run_id: str, case_id: str) -> CaseView:
     stored = store.read_stream(f"{run_id}/{case_id}")
     if not stored:
         raise UsageError(f"run {run_id!r} has no committed case {case_id!r}")
-    return fold_case(decode_stored(stored), f"{run_id}/{case_id}")
+    return PairSources(store, run_id).attach(fold_case(decode_stored(stored), f"{run_id}/{case_id}"))
 
 
 def replay_service(store: EventStore, run: StoredRun, system: Any = None) -> Any:
@@ -99,10 +124,11 @@ def evaluate_run(store: EventStore, run_id: str, suite: SuiteEvaluation, replays
     if specs and replays is None:
         replays = replay_service(store, load_run(store, run_id))
     results: list[CaseResult] = []
+    pairs = PairSources(store, run_id)
     for view in iter_case_views(store, run_id):
         if specs:
             replays.attach(f"{run_id}/{view.case_id}", view, specs)
-        results.append(suite.evaluate_case(view))
+        results.append(suite.evaluate_case(pairs.attach(view)))
     if eval_key is not None:
         store.commit((), {"evaluations": [(run_id, eval_key, r.case_id, r.position, encode_result(r, criteria))
                                           for r in results if cacheable(r)]})
@@ -117,7 +143,8 @@ def rebuild_projections(store: EventStore) -> None:
     def replays_for(started: RunStarted) -> Any:
         return ReplayService(store, started.system_name, started.system_version)
 
-    store.rebuild_projections(RunProjector(lambda started: suite_from_stored(started.config), replays_for))
+    store.rebuild_projections(RunProjector(lambda started: suite_from_stored(started.config), replays_for,
+                                           lambda run_id: PairSources(store, run_id)))
     if hasattr(store, "projections_stale"):
         store.projections_stale = False
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from oloproof.config.cases import CaseFile
+from oloproof.config.cases import CaseFile, SuiteInfo
+from oloproof.config.metamorphic import Suite, load_labels
 from oloproof.config.locate import Locator
 from oloproof.config.models import (
     ProjectConfig,
@@ -51,6 +52,20 @@ class Project:
     def cases_label(self) -> str:
         return self.config.cases
 
+    @property
+    def suite_cases(self) -> Suite:
+        """The source cases and the cases metamorphic transforms derive from them."""
+        return Suite(self.cases, self.config.metamorphic)
+
+    def prepare(self) -> SuiteInfo:
+        """Validate every case, derived case and validity label before anything runs."""
+        info = self.suite_cases.validate()
+        labels = load_labels(self.root, self.config.metamorphic, info.ids, self.locator)
+        self.suite.set_metamorphic(self.config.metamorphic.transforms if self.config.metamorphic else [], labels)
+        if labels:
+            self.stored_config["labels"] = labels
+        return info
+
 
 def load_project(root: Path | str = ".", config_file: str = CONFIG_FILE) -> Project:
     root = Path(root).resolve()
@@ -67,7 +82,7 @@ def load_project(root: Path | str = ".", config_file: str = CONFIG_FILE) -> Proj
         release, release_locator = load_release_config(release_path)
         raw_release = release.model_dump(exclude_none=True)
     suite = build_suite(config, locator, release, release_locator)
-    stored = {"oloproof": config.model_dump(mode="json"), "release": raw_release}
+    stored = {"oloproof": config.model_dump(mode="json", exclude_none=True), "release": raw_release}
     return Project(root, config, locator, release, stored, suite)
 
 
@@ -76,7 +91,10 @@ def suite_from_stored(stored: dict[str, Any], label: str = "<stored run config>"
     loc = Locator(label)
     config = validate_yaml(ProjectConfig, stored["oloproof"], loc)
     release = validate_yaml(ReleaseConfig, stored["release"], loc) if stored.get("release") else None
-    return build_suite(config, loc, release, loc)
+    suite = build_suite(config, loc, release, loc)
+    if config.metamorphic:
+        suite.set_metamorphic(config.metamorphic.transforms, stored.get("labels") or {})
+    return suite
 
 
 def _inside(file: str | None, root: Path) -> bool:

@@ -28,6 +28,7 @@ def command(run: str, json_path: str | None, db: str | None, project_dir: str) -
     from oloproof.report.terminal import render_summary
 
     project = load_project(project_dir)
+    project.prepare()  # labels and transforms as they are now
     store = open_log(db)
     try:
         run_id = resolve_run(store, run)

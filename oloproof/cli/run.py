@@ -34,7 +34,7 @@ def command(json_path: str | None, db: str | None, resume: str | None, durabilit
     from oloproof.report.terminal import render_summary
 
     project = load_project(project_dir)
-    info = project.cases.validate()  # every case checked before anything runs
+    info = project.prepare()  # every case, derived case and label checked before anything runs
     system = load_system(project)
     out = console()
     db_path = db or str(Path(project_dir) / ".oloproof" / "log.db")

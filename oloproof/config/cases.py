@@ -63,12 +63,15 @@ class SuiteCase(msgspec.Struct, frozen=True):
     metadata: dict[str, Any]
     line: int
     fingerprint: str
+    cluster: str | None = None  # a derived case's source id
 
 
 @dataclass(frozen=True)
 class SuiteInfo:
     count: int
     digest: str
+    ids: frozenset[str] = frozenset()
+    sources: int = 0
 
 
 def _check_expected(case: Any, where: str) -> None:
@@ -158,7 +161,7 @@ class CaseFile:
             digest.update(f"{case.id}\x00{case.fingerprint}\n".encode())
         if not seen:
             raise CaseFileError(f"{self.path}: no cases")
-        return SuiteInfo(count=len(seen), digest=digest.hexdigest())
+        return SuiteInfo(count=len(seen), digest=digest.hexdigest(), ids=frozenset(seen), sources=len(seen))
 
     def __iter__(self) -> Iterator[SuiteCase]:
         for number, raw in self._lines():

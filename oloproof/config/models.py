@@ -46,6 +46,43 @@ class MetricConfig(Strict):
     quantile: float = Field(gt=0, lt=1)
 
 
+class TransformConfig(Strict):
+    """A metamorphic transform: rewrite ``input[field]`` with ``template`` (SPEC §7.2)."""
+
+    name: str = Field(min_length=1)
+    field: str = Field(min_length=1)
+    template: str
+    validity_labels: str | None = None
+    minimum_validity: float = Field(default=1.0, ge=0, le=1)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if "~" in v:
+            raise ValueError("a transform name must not contain '~' (it separates <source>~<transform>)")
+        return v
+
+    @field_validator("template")
+    @classmethod
+    def _template(cls, v: str) -> str:
+        if "{value}" not in v:
+            raise ValueError("the template must contain {value} (the field's original text)")
+        return v
+
+
+class MetamorphicConfig(Strict):
+    transforms: list[TransformConfig] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique(self) -> "MetamorphicConfig":
+        seen = set()
+        for t in self.transforms:
+            if t.name in seen:
+                raise ValueError(f"two transforms are named {t.name!r}")
+            seen.add(t.name)
+        return self
+
+
 class ProjectConfig(Strict):
     system: SystemConfig
     cases: str = "cases.jsonl"
@@ -53,6 +90,7 @@ class ProjectConfig(Strict):
     metrics: list[MetricConfig] = []
     slices: list[str] = []
     min_slice_support: int = Field(default=3, ge=1)
+    metamorphic: MetamorphicConfig | None = None
     release: str | None = None
 
     @field_validator("evaluators")

@@ -7,7 +7,6 @@ Pure: no I/O. The runner, ``oloproof eval`` and the projection rebuild all go th
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -37,6 +36,7 @@ class CaseResult:
     values: tuple[Any, ...]
     groups: tuple[str | None, ...]
     paths: tuple[Any, ...] = ()  # PathCheck of state evaluators, for the case panel
+    cluster: str | None = None  # None: the case is its own cluster
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,22 @@ class SliceRow:
     low_support: bool
 
 
+@dataclass(frozen=True)
+class TransformCheck:
+    """Whether people's validity labels vouch for a transform (SPEC §7.2)."""
+
+    transform: str
+    pairs: int
+    labelled: int
+    valid: int
+    minimum_validity: float
+
+    @property
+    def checked(self) -> bool:
+        return self.pairs > 0 and self.labelled == self.pairs and \
+            self.valid / self.pairs >= self.minimum_validity
+
+
 @dataclass
 class Summary:
     criteria: dict[str, RateInterval]
@@ -62,6 +78,8 @@ class Summary:
     slices: list[SliceRow]
     gate: GateResult | None
     cases: list[CaseResult] = field(default_factory=list)
+    source_clusters: int = 0
+    transforms: list[TransformCheck] = field(default_factory=list)
 
 
 class SuiteEvaluation:
@@ -73,6 +91,21 @@ class SuiteEvaluation:
         self.min_slice_support = min_slice_support
         self.release = release
         self.criteria = [e.criterion for e in evaluators]
+        self.transforms: list[Any] = []  # TransformConfig
+        self.labels: dict[str, dict[str, bool]] = {}
+
+    def set_metamorphic(self, transforms: list[Any], labels: dict[str, dict[str, bool]]) -> None:
+        self.transforms = list(transforms)
+        self.labels = labels
+        for e in self.evaluators:
+            if hasattr(e, "labels"):
+                e.labels = labels.get(e.config.transform, {})  # type: ignore[attr-defined]
+
+    def relation_transform(self, criterion: str) -> str | None:
+        for e in self.evaluators:
+            if e.criterion == criterion and hasattr(e, "suffix"):
+                return e.config.transform  # type: ignore[attr-defined]
+        return None
 
     @property
     def fault_specs(self) -> list[Any]:
@@ -91,6 +124,7 @@ class SuiteEvaluation:
             else:
                 verdict = e.evaluate(case)
             verdicts.append(verdict)
+        cluster = case.cluster
         return CaseResult(
             case.case_id,
             case.position,
@@ -98,43 +132,48 @@ class SuiteEvaluation:
             tuple(m.value(case) for m in self.metrics),
             tuple(s.group(case) for s in self.slices),
             tuple(paths),
+            None if cluster == case.case_id else cluster,
         )
 
     def summarize(self, results: Iterable[CaseResult]) -> Summary:
         ordered = sorted(results, key=lambda r: r.position)
         n_crit = len(self.criteria)
-        counts = [[0, 0, 0, 0] for _ in range(n_crit)]  # passed, observed, missing, excluded
-        slice_counts: dict[tuple[int, str], list[list[int]]] = {}
+        # per criterion: cluster -> [passed, observed, missing], and the excluded count
+        crit_clusters: list[dict[str, list[int]]] = [{} for _ in range(n_crit)]
+        crit_excluded = [0] * n_crit
+        slice_clusters: dict[tuple[int, str], list[dict[str, list[int]]]] = {}
+        slice_excluded: dict[tuple[int, str], list[int]] = {}
         values: list[list[float]] = [[] for _ in self.metrics]
         value_missing = [[0, 0] for _ in self.metrics]
+        sources: set[str] = set()
         for r in ordered:
-            tallies = []
-            for i, (verdict, _) in enumerate(r.verdicts):
-                c = counts[i]
-                if verdict == "pass":
-                    t = 0
-                elif verdict == "fail":
-                    t = 1
-                elif verdict == "missing":
-                    t = 2
+            cluster = r.cluster or r.case_id
+            sources.add(cluster)
+            kinds = [_KIND[v[0]] for v in r.verdicts]
+            for i, t in enumerate(kinds):
+                if t == 3:
+                    crit_excluded[i] += 1
                 else:
-                    t = 3
-                tallies.append(t)
-                _tally(c, t)
+                    _tally(crit_clusters[i], cluster, t)
             for j, group in enumerate(r.groups):
                 if group is None:
                     continue
-                per = slice_counts.get((j, group))
+                key = (j, group)
+                per = slice_clusters.get(key)
                 if per is None:
-                    per = slice_counts[(j, group)] = [[0, 0, 0, 0] for _ in range(n_crit)]
-                for i, t in enumerate(tallies):
-                    _tally(per[i], t)
+                    per = slice_clusters[key] = [{} for _ in range(n_crit)]
+                    slice_excluded[key] = [0] * n_crit
+                for i, t in enumerate(kinds):
+                    if t == 3:
+                        slice_excluded[key][i] += 1
+                    else:
+                        _tally(per[i], cluster, t)
             for k, v in enumerate(r.values):
                 if isinstance(v, tuple):
                     value_missing[k][0 if v[0] == "missing" else 1] += 1
                 else:
                     values[k].append(v)
-        criteria = {name: rate_interval(*counts[i]) for i, name in enumerate(self.criteria)}
+        criteria = {name: _rate(crit_clusters[i], crit_excluded[i]) for i, name in enumerate(self.criteria)}
         metrics = [
             MetricRow(m.id, m.q, m.unit, quantile_interval(values[k], value_missing[k][0],
                                                            value_missing[k][1], m.q))
@@ -142,29 +181,65 @@ class SuiteEvaluation:
         ]
         slice_rows = []
         for j, spec in enumerate(self.slices):
-            labels = sorted({g for (jj, g) in slice_counts if jj == j}, key=spec.order)
+            labels = sorted({g for (jj, g) in slice_clusters if jj == j}, key=spec.order)
             for label in labels:
                 for i, name in enumerate(self.criteria):
-                    row = rate_interval(*slice_counts[(j, label)][i])
+                    row = _rate(slice_clusters[(j, label)][i], slice_excluded[(j, label)][i])
                     if row.observed + row.missing == 0:
                         continue
                     slice_rows.append(
                         SliceRow(label, name, row, row.observed < self.min_slice_support)
                     )
-        gate = judge_gate(self.release, criteria) if self.release is not None else None
-        return Summary(criteria, metrics, slice_rows, gate, ordered)
+        checks = self._transform_checks(ordered)
+        gate = None
+        if self.release is not None:
+            from oloproof.evaluate.gate import GateContext
+
+            unchecked = {t.transform for t in checks if not t.checked}
+            context = GateContext(
+                source_clusters=len(sources),
+                unchecked={c for c in self.criteria if self.relation_transform(c) in unchecked},
+            )
+            gate = judge_gate(self.release, criteria, context)
+        return Summary(criteria, metrics, slice_rows, gate, ordered, len(sources), checks)
+
+    def _transform_checks(self, ordered: list[CaseResult]) -> list[TransformCheck]:
+        out = []
+        for t in self.transforms:
+            suffix = "~" + t.name
+            pairs = [r.case_id for r in ordered if r.case_id.endswith(suffix)]
+            labels = self.labels.get(t.name, {})
+            labelled = [labels[p] for p in pairs if p in labels]
+            out.append(TransformCheck(t.name, len(pairs), len(labelled), sum(labelled), t.minimum_validity))
+        return out
 
 
-def _tally(c: list[int], t: int) -> None:
+_KIND = {"pass": 0, "fail": 1, "missing": 2, "excluded": 3}
+
+
+def _rate(clusters: dict[str, list[int]], excluded: int) -> RateInterval:
+    """Exact when every cluster holds at most one counted case; cluster-aware otherwise."""
+    if any(c[1] + c[2] > 1 for c in clusters.values()):
+        from oloproof.stats.clusters import clustered_rate_interval
+
+        return clustered_rate_interval([tuple(c) for c in clusters.values()], excluded)  # type: ignore[misc]
+    passed = sum(c[0] for c in clusters.values())
+    observed = sum(c[1] for c in clusters.values())
+    missing = sum(c[2] for c in clusters.values())
+    return rate_interval(passed, observed, missing, excluded)
+
+
+def _tally(clusters: dict[str, list[int]], cluster: str, t: int) -> None:
+    c = clusters.get(cluster)
+    if c is None:
+        c = clusters[cluster] = [0, 0, 0]
     if t == 0:
         c[0] += 1
         c[1] += 1
     elif t == 1:
         c[1] += 1
-    elif t == 2:
-        c[2] += 1
     else:
-        c[3] += 1
+        c[2] += 1
 
 
 def build_suite(config: ProjectConfig, locator: Locator, release: ReleaseConfig | None = None,
@@ -226,6 +301,14 @@ def build_suite(config: ProjectConfig, locator: Locator, release: ReleaseConfig 
                 f"{locator.where(('slices', k))}: slice {spec!r} needs records: [{AGENT_TRAJECTORY_V1}]"
             )
         slices.append(sl)
+    transforms = {t.name: t for t in (config.metamorphic.transforms if config.metamorphic else [])}
+    for i, ev in enumerate(evaluators):
+        name = getattr(ev, "suffix", "~")[1:] if hasattr(ev, "suffix") else None
+        if name is not None and name not in transforms:
+            raise ConfigError(
+                f"{locator.where(('evaluators', i, 'transform'))}: evaluators[{i}].transform: no transform "
+                f"named {name!r} under metamorphic.transforms{did_you_mean(name, transforms)}"
+            )
     if release is not None:
         rl = release_locator or Locator("release.yaml")
         for k, rule in enumerate(release.rules):
@@ -235,4 +318,6 @@ def build_suite(config: ProjectConfig, locator: Locator, release: ReleaseConfig 
                     f"produces {rule.criterion!r}{did_you_mean(rule.criterion, where_criterion)} "
                     f"(criteria: {', '.join(where_criterion) or 'none'})"
                 )
-    return SuiteEvaluation(evaluators, metrics, slices, config.min_slice_support, release)
+    suite = SuiteEvaluation(evaluators, metrics, slices, config.min_slice_support, release)
+    suite.set_metamorphic(list(transforms.values()), {})
+    return suite

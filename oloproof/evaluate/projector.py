@@ -101,7 +101,9 @@ class RunProjector:
     """Feeds on streams in (stream, seq) order: a run's own stream comes before its cases."""
 
     def __init__(self, suite_for: Callable[[RunStarted], SuiteEvaluation],
-                 replays_for: Callable[[RunStarted], Any] | None = None):
+                 replays_for: Callable[[RunStarted], Any] | None = None,
+                 pairs: Callable[[str], Any] | None = None):
+        self._pairs = pairs
         self._suite_for = suite_for
         self._replays_for = replays_for
         self._suites: dict[str, SuiteEvaluation] = {}
@@ -125,6 +127,8 @@ class RunProjector:
         if suite is None:
             raise CorruptLogError(f"case stream {stream!r} has no run_started for run {run_id!r}")
         view = fold_case(events, stream)
+        if "~" in view.case_id and self._pairs is not None:
+            self._pairs(run_id).attach(view)
         if suite.fault_specs and run_id in self._replays:
             self._replays[run_id].attach(stream, view, suite.fault_specs)
         return case_rows(run_id, view, suite.evaluate_case(view), suite.criteria, self._keys[run_id])

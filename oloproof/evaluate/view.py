@@ -56,6 +56,15 @@ class CaseView:
     started: CaseStarted | None = field(default=None, repr=False)
     #: (tool, fault) -> FaultReplays, attached by the replay service before evaluation
     replays: dict = field(default_factory=dict, repr=False)
+    #: for a derived case ``<source>~<transform>``: the source case, attached before evaluation
+    pair_source: "CaseView | None" = field(default=None, repr=False)
+
+    @property
+    def cluster(self) -> str:
+        """The cluster: a derived case shares its source's."""
+        if self.started is not None and self.started.cluster:
+            return self.started.cluster
+        return self.case_id.split("~", 1)[0]
 
 
 def fold_case(events: Sequence[Event], stream: str = "?") -> CaseView:

@@ -33,7 +33,7 @@ from oloproof.events import (
     encode,
     tag_of,
 )
-from oloproof.history import iter_case_views, load_run
+from oloproof.history import PairSources, iter_case_views, load_run
 from oloproof.project import LoadedSystem, Project
 from oloproof.recorder.case import _CURRENT, CaseRecorder
 from oloproof.records import Case
@@ -93,7 +93,7 @@ class Runner:
     def run_case(self, run_id: str, position: int, sc: SuiteCase) -> tuple[list[bytes], list[str]]:
         """Run one case; return its encoded events and their types (nothing written yet)."""
         start = CaseStarted(run_id, sc.id, position, sc.fingerprint, sc.input, sc.initial_state,
-                            sc.expected, sc.metadata)
+                            sc.expected, sc.metadata, sc.cluster)
         head = encode(start)  # before the system runs: the agent cannot alter what we record
         system = self.system
         instance = system.instance if system.stateful else None
@@ -198,12 +198,15 @@ class Runner:
         self.replays = replays
         if resume is None:
             run_id = self.start(info, durability)
+            pairs = PairSources(self.store, run_id)
         else:
             run_id = resume
+            pairs = PairSources(self.store, run_id)
             stored = load_run(self.store, run_id)
             self._check_resumable(stored, info)
             views = iter_case_views(self.store, run_id)
             for view in (list(views) if specs else views):
+                pairs.attach(view)
                 done.add(view.case_id)
                 errors += view.error is not None
                 if specs:
@@ -218,7 +221,7 @@ class Runner:
         if progress:
             progress(len(done), total)
         flushed = time.monotonic()
-        for position, sc in enumerate(self.project.cases):
+        for position, sc in enumerate(self.project.suite_cases):
             if sc.id in done:
                 continue
             payloads, types = self.run_case(run_id, position, sc)
@@ -232,7 +235,7 @@ class Runner:
             self.store.commit([StreamAppend(stream, 0, payloads, types)])
             if specs:  # control and fault replays, each its own stream, after the case commits
                 replays.attach(stream, view, specs)
-            result = suite.evaluate_case(view)
+            result = suite.evaluate_case(pairs.attach(view))
             add(case_rows(run_id, view, result, criteria, key))
             if len(pending["cases"]) >= 1000 or time.monotonic() - flushed > 2.0:
                 self.store.commit((), pending)

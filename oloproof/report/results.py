@@ -26,7 +26,7 @@ def results_dict(run_id: str, system_name: str, system_version: str, suite: Suit
         criteria.append({
             "criterion": name, "passed": r.passed, "observed": r.observed, "missing": r.missing,
             "excluded": r.excluded, "rate": _num(r.rate), "low": _num(r.low), "high": _num(r.high),
-            "method": r.method,
+            "method": r.method, **({"clusters": r.clusters} if r.approximate else {}),
         })
     metrics = []
     for m in summary.metrics:
@@ -43,6 +43,7 @@ def results_dict(run_id: str, system_name: str, system_version: str, suite: Suit
             "slice": s.slice, "criterion": s.criterion, "passed": r.passed, "observed": r.observed,
             "missing": r.missing, "excluded": r.excluded, "rate": _num(r.rate), "low": _num(r.low),
             "high": _num(r.high), "low_support": s.low_support, "method": r.method,
+            **({"clusters": r.clusters} if r.approximate else {}),
         })
     cases = []
     for c in summary.cases:
@@ -63,6 +64,8 @@ def results_dict(run_id: str, system_name: str, system_version: str, suite: Suit
                 for r in summary.gate.rules
             ],
         }
+    transforms = [{"transform": t.transform, "pairs": t.pairs, "labelled": t.labelled, "valid": t.valid,
+                   "minimum_validity": t.minimum_validity, "checked": t.checked} for t in summary.transforms]
     return {
         "run_id": run_id,
         "system": {"name": system_name, "version": system_version},
@@ -71,4 +74,5 @@ def results_dict(run_id: str, system_name: str, system_version: str, suite: Suit
         "slices": slices,
         "cases": cases,
         "gate": gate,
+        **({"transforms": transforms} if transforms else {}),
     }

@@ -26,7 +26,10 @@ def interval_text(r: RateInterval) -> str:
 
 
 def counts_text(r: RateInterval) -> str:
-    return f"{r.passed} / {r.observed} observed · {r.missing} missing · {r.excluded} excluded"
+    text = f"{r.passed} / {r.observed} observed · {r.missing} missing · {r.excluded} excluded"
+    if r.approximate:
+        text += f" · ≈ {r.clusters} clusters"
+    return text
 
 
 def _num(x: Any) -> str:
@@ -107,10 +110,10 @@ def _short(value: Any, width: int = 70) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _value(v: Any) -> str:
+def _value(v: Any, width: int = 40) -> str:
     import msgspec
 
-    return "(absent)" if v is msgspec.UNSET else _short(v, 40) if v is not None else "null"
+    return "(absent)" if v is msgspec.UNSET else _short(v, width) if v is not None else "null"
 
 
 def paths_table(paths: Any) -> Table:
@@ -192,4 +195,27 @@ def replays_table(view: CaseView, replays: list[Any]) -> Table:
             change = f"{st.change['tool_name']} at step {st.change['step_index']}: {st.change['fault']}"
             detail = "; ".join(after_fault(r, st.change["step_index"]))
         t.add_row(r.kind, st.system_version, cp, change, detail)
+    return t
+
+
+def pair_table(source: CaseView, derived: CaseView, field: str | None,
+               verdicts: dict[str, tuple[str, str | None]]) -> Table:
+    """A metamorphic pair side by side: what changed in the request, and in the world."""
+    def calls(v: CaseView) -> str:
+        if v.trajectory is None:
+            return "(no trajectory)"
+        from oloproof.events import canonical_json
+
+        return "; ".join(f"{s.tool_name}({canonical_json(s.arguments).decode()})" for s in v.trajectory.calls) or "(none)"
+
+    t = _table("", source.case_id, derived.case_id)
+    if field is not None:
+        t.add_row(f"input.{field}", _short(source.input.get(field), 80), _short(derived.input.get(field), 80))
+    t.add_row("output", _short(source.output, 80) if not source.error else f"error: {source.error}",
+              _short(derived.output, 80) if not derived.error else f"error: {derived.error}")
+    t.add_row("tool calls", calls(source), calls(derived))
+    t.add_row("final state", _value(source.state, 160) if source.state is not NO_STATE else "(none)",
+              _value(derived.state, 160) if derived.state is not NO_STATE else "(none)")
+    for name, (verdict, reason) in verdicts.items():
+        t.add_row(name, "", verdict + (f" ({reason})" if reason else ""))
     return t

@@ -40,6 +40,11 @@ class RateInterval:
     low: float | None
     high: float | None
     method: str = "clopper_pearson"
+    clusters: int | None = None  # set when the cases share clusters (an approximate method)
+
+    @property
+    def approximate(self) -> bool:
+        return self.method != "clopper_pearson"
 
 
 def rate_interval(passed: int, observed: int, missing: int, excluded: int = 0,

@@ -1,0 +1,126 @@
+"""Metamorphic transforms and their validity labels (SPEC §7.2).
+
+Each source case gets one derived case per transform, id ``<source>~<transform>``, in the
+source's cluster, with ``input[field]`` rewritten by the template. Validity labels are JSONL
+lines ``{"case_id": "ord-001~injected", "valid": true}`` written by a person who read the pair.
+Everything is checked before anything runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import msgspec
+
+from oloproof.config.cases import CaseFile, SuiteCase, SuiteInfo
+from oloproof.config.locate import Locator, did_you_mean
+from oloproof.config.models import MetamorphicConfig, TransformConfig
+from oloproof.errors import CaseFileError, ConfigError
+from oloproof.events import case_fingerprint
+
+SCALARS = (str, int, float, bool)
+
+
+def rewrite(case: SuiteCase, t: TransformConfig) -> SuiteCase:
+    value = case.input[t.field]
+    text = value if isinstance(value, str) else msgspec.json.encode(value).decode()
+    new_input = {**case.input, t.field: t.template.replace("{value}", text)}
+    return SuiteCase(
+        id=f"{case.id}~{t.name}", input=new_input, initial_state=case.initial_state,
+        expected=case.expected, metadata=case.metadata, line=case.line,
+        fingerprint=case_fingerprint(new_input, case.initial_state, case.expected), cluster=case.id,
+    )
+
+
+@dataclass
+class Suite:
+    """The source cases of a case file and the cases derived from them."""
+
+    cases: CaseFile
+    metamorphic: MetamorphicConfig | None = None
+
+    @property
+    def transforms(self) -> list[TransformConfig]:
+        return self.metamorphic.transforms if self.metamorphic else []
+
+    def validate(self, locator: Locator | None = None) -> SuiteInfo:
+        info = self.cases.validate()
+        if not self.transforms:
+            return info
+        missing: dict[str, list[str]] = {t.name: [] for t in self.transforms}
+        digest = hashlib.sha256(info.digest.encode())
+        ids = set(info.ids)
+        for case in self.cases:
+            for t in self.transforms:
+                if t.field not in case.input:
+                    missing[t.name].append(case.id)
+                    continue
+                if not isinstance(case.input[t.field], SCALARS):
+                    raise CaseFileError(
+                        f"{self.cases.path}:{case.line}: case {case.id!r}: field 'input.{t.field}': "
+                        f"transform {t.name!r} rewrites text, got a {type(case.input[t.field]).__name__}")
+                derived = rewrite(case, t)
+                digest.update(f"{derived.id}\x00{derived.fingerprint}\n".encode())
+                ids.add(derived.id)
+        for name, ids_missing in missing.items():
+            if ids_missing:
+                shown = ", ".join(repr(i) for i in ids_missing[:5])
+                more = f" and {len(ids_missing) - 5} more" if len(ids_missing) > 5 else ""
+                field = next(t.field for t in self.transforms if t.name == name)
+                raise CaseFileError(
+                    f"{self.cases.path}: transform {name!r} rewrites input.{field}, which "
+                    f"{len(ids_missing)} case(s) do not have: {shown}{more}")
+        return SuiteInfo(count=len(ids), digest=digest.hexdigest(), ids=frozenset(ids), sources=info.sources)
+
+    def __iter__(self) -> Iterator[SuiteCase]:
+        """Each source case, then its derived cases (so a pair is judged as soon as it ran)."""
+        transforms = self.transforms
+        for case in self.cases:
+            yield case
+            for t in transforms:
+                yield rewrite(case, t)
+
+
+def load_labels(root: Path, metamorphic: MetamorphicConfig | None, ids: frozenset[str],
+                locator: Locator) -> dict[str, dict[str, bool]]:
+    """Validity labels per transform: {transform: {derived case id: valid}}."""
+    out: dict[str, dict[str, bool]] = {}
+    if metamorphic is None:
+        return out
+    for k, t in enumerate(metamorphic.transforms):
+        labels: dict[str, bool] = {}
+        out[t.name] = labels
+        if not t.validity_labels:
+            continue
+        path = root / t.validity_labels
+        if not path.exists():
+            raise ConfigError(f"{locator.where(('metamorphic', 'transforms', k, 'validity_labels'))}: "
+                              f"labels file {path} not found")
+        seen_line: dict[str, int] = {}
+        for number, raw in enumerate(path.read_bytes().splitlines(), start=1):
+            if not raw.strip():
+                continue
+            where = f"{path}:{number}"
+            try:
+                row = msgspec.json.decode(raw)
+            except msgspec.DecodeError as e:
+                raise CaseFileError(f"{where}: malformed JSON ({e})") from e
+            if not isinstance(row, dict) or set(row) != {"case_id", "valid"}:
+                raise CaseFileError(f"{where}: a label is {{\"case_id\": ..., \"valid\": true|false}}, got {raw.decode()!r}")
+            case_id, valid = row["case_id"], row["valid"]
+            if not isinstance(case_id, str):
+                raise CaseFileError(f"{where}: field 'case_id' must be a string, got {case_id!r}")
+            if not isinstance(valid, bool):
+                raise CaseFileError(f"{where}: case {case_id!r}: field 'valid' must be true or false, got {valid!r}")
+            if not case_id.endswith("~" + t.name) or case_id not in ids:
+                pairs = sorted(i for i in ids if i.endswith("~" + t.name))
+                raise CaseFileError(f"{where}: case {case_id!r}: no such pair for transform {t.name!r}"
+                                    f"{did_you_mean(case_id, pairs)}")
+            if case_id in seen_line:
+                raise CaseFileError(f"{where}: case {case_id!r}: labelled twice (first on line {seen_line[case_id]})")
+            seen_line[case_id] = number
+            labels[case_id] = valid
+    return out
