@@ -8,7 +8,8 @@ from pathlib import Path
 from oloproof.errors import UsageError
 
 #: example name -> folder under examples/ (shipped in the wheel as oloproof/_examples).
-EXAMPLES = {"stateful-agent": "stateful_agent", "support-agent": "support_agent"}
+EXAMPLES = {"stateful-agent": "stateful_agent", "support-agent": "support_agent",
+            "triage-agents": "triage_agents"}
 _SKIP = {"__pycache__", ".oloproof", ".pytest_cache"}
 
 

@@ -75,6 +75,13 @@ class SuiteInfo:
 
 
 def _check_expected(case: Any, where: str) -> None:
+    if "route" in case.expected:
+        route = case.expected["route"]
+        if not isinstance(route, list) or not route or not all(isinstance(a, str) and a for a in route):
+            raise CaseFileError(
+                f"{where}: case {case.id!r}: field 'expected.route': must be a list of agent names, "
+                f"got {route!r}"
+            )
     if "tools" in case.expected:
         tools = case.expected["tools"]
         if not isinstance(tools, list) or not all(isinstance(t, str) and t for t in tools):

@@ -107,7 +107,7 @@ def load_entry_points() -> None:
 
 def registry() -> dict[str, type[Evaluator]]:
     # Built-in families register on import.
-    from oloproof.evaluate import fault, metamorphic, output, state, trajectory  # noqa: F401
+    from oloproof.evaluate import fault, metamorphic, multiagent, output, state, trajectory  # noqa: F401
 
     return REGISTRY
 

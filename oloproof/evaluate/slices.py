@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from oloproof.evaluate.trajectory import repeated_call
 from oloproof.evaluate.view import CaseView
 
-SIMPLE = ("first_tool", "repeated_action")
+SIMPLE = ("first_tool", "repeated_action", "route")
 BINNED = {"trajectory_length": 1, "tool_calls": 0}  # name -> lowest value of the first bin
 
 
@@ -87,6 +87,12 @@ class Slice:
             if names:
                 return f"first_tool={names[0]}"
             return None if t.truncated else "first_tool=(none)"
+        if self.name == "route":
+            # a truncated route is a prefix of wherever the agents went next: no group
+            from oloproof.evaluate.multiagent import route
+
+            r = route(t)
+            return None if r is None or t.truncated else "route=" + ">".join(r)
         if self.name == "repeated_action":
             if repeated_call(t):
                 return "repeated_action=true"

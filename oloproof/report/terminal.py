@@ -150,6 +150,12 @@ def case_panel(view: CaseView, verdicts: dict[str, tuple[str, str | None]], path
         if t.truncated:
             status += f" · truncated at step limit {t.step_limit}"
         parts.append(Text(status))
+        from oloproof.evaluate.multiagent import route
+
+        r = route(t)
+        if r is not None:
+            parts.append(Text(f"route: {' > '.join(r)} · {len(r) - 1} handoff(s)"
+                              + (" so far (truncated)" if t.truncated else "")))
         st = _table("#", "kind", "agent", "tool", "arguments", "result")
         checkpoints = {c.step_index: c for c in t.checkpoints}
         for s in t.steps:
