@@ -234,3 +234,13 @@ def test_stateful_example_gate_blocks_on_recovery_and_injection(cli, tmp_path):
     assert crit["same_state_under_injected"]["observed"] == 22
     assert crit["same_state_under_injected"]["passed"] < 22
     assert data["transforms"][0]["checked"] is True
+
+
+def test_cached_evaluation_keeps_clusters(cli, tmp_path):
+    p = make(tmp_path)
+    _, data = run(cli, p)
+    r = cli("eval", "latest", "--json", "e.json", cwd=p)  # same config: from the evaluations cache
+    again = json.loads((p / "e.json").read_text())
+    assert again["criteria"] == data["criteria"]
+    assert {c["criterion"]: c["method"] for c in again["criteria"]}["agent_tool_refund_called"] == \
+        "design_effect_clopper_pearson"

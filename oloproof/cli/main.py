@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from oloproof import __version__
-from oloproof.cli import audit, evaluate, gate, init, replay, run, runs, show
+from oloproof.cli import audit, evaluate, export, gate, init, replay, run, runs, show, view
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -19,7 +19,7 @@ def cli() -> None:
     """
 
 
-for module in (init, run, runs, show, evaluate, gate, replay, audit):
+for module in (init, run, runs, show, evaluate, gate, replay, view, export, audit):
     cli.add_command(module.command)
 
 

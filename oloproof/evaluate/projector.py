@@ -49,6 +49,7 @@ def encode_result(result: CaseResult, criteria: list[str]) -> str:
         "values": list(result.values),
         "groups": list(result.groups),
         "paths": list(result.paths),
+        "cluster": result.cluster,
     }).decode()
 
 
@@ -61,7 +62,8 @@ def decode_result(case_id: str, position: int, text: str | bytes, criteria: list
                      else tuple(data["verdicts"][c]) for c in criteria)
     values = tuple(tuple(v) if isinstance(v, list) else v for v in data["values"])
     paths = tuple(msgspec.convert(p, PathCheck) for p in data["paths"])
-    return CaseResult(case_id, position, verdicts, values, tuple(data["groups"]), paths)  # type: ignore[arg-type]
+    return CaseResult(case_id, position, verdicts, values, tuple(data["groups"]), paths,  # type: ignore[arg-type]
+                      data.get("cluster"))
 
 
 def cacheable(result: CaseResult) -> bool:

@@ -1,0 +1,36 @@
+from __future__ import annotations
+
+import click
+
+from oloproof.cli.common import DB_HELP, handled, open_log, resolve_run
+
+
+@click.command("export")
+@click.argument("run")
+@click.option("--format", "fmt", type=click.Choice(["jsonl"]), default="jsonl", show_default=True)
+@click.option("--out", "out", default="-", show_default=True, help="File to write ('-' for stdout).")
+@click.option("--db", metavar="PATH", help=DB_HELP)
+@handled
+def command(run: str, fmt: str, out: str, db: str | None) -> None:
+    """Export every case of a stored RUN: its agent_trajectory/v1 and environment_state/v1
+    records and its verdicts, one JSON object a line.
+
+    \b
+    Example:
+      oloproof export latest --format jsonl --out run.jsonl
+    """
+    from oloproof.report.export import export_lines
+
+    store = open_log(db)
+    try:
+        run_id = resolve_run(store, run)
+        lines = list(export_lines(store, run_id))
+    finally:
+        store.close()
+    text = "".join(line + "\n" for line in lines)
+    if out == "-":
+        click.echo(text, nl=False)
+    else:
+        with open(out, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        click.echo(f"wrote {len(lines)} records of run {run_id} to {out}", err=True)

@@ -1,0 +1,176 @@
+"""``oloproof view``: a self-contained HTML report of a stored run (SPEC §10).
+
+The bundle is a folder: ``index.html`` (styles and script inlined, no CDN) and ``data/``:
+``summary.js`` (criteria, metrics, slices, gate), ``index.js`` (one compact row per case for
+the filterable list) and ``cases-N.js`` (the case panels, CHUNK cases a file, loaded only
+when a case is opened). Data files are scripts, so the folder also works from ``file://``.
+"""
+
+from __future__ import annotations
+
+import msgspec
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterable
+
+from oloproof.evaluate.engine import CaseResult, SuiteEvaluation
+from oloproof.evaluate.view import NO_STATE, CaseView
+from oloproof.events import canonical_json
+
+CHUNK = 100
+
+
+def _js(call: str, *args: Any) -> str:
+    return f"OLOPROOF.{call}({', '.join(canonical_json(a).decode() for a in args)});\n"
+
+
+def _steps(view: CaseView) -> Any:
+    t = view.trajectory
+    if t is None:
+        return None
+    return {
+        "steps": [msgspec.to_builtins(s) for s in t.steps],
+        "terminal_status": t.terminal_status, "truncated": t.truncated, "step_limit": t.step_limit,
+        "constraints": [msgspec.to_builtins(c) for c in t.constraints],
+        "checkpoints": [{"step_index": c.step_index, "id": c.id} for c in t.checkpoints],
+    }
+
+
+def case_detail(view: CaseView, result: CaseResult, suite: SuiteEvaluation, replays: list[Any],
+                derived: list[tuple[Any, CaseView, CaseResult]]) -> dict[str, Any]:
+    from oloproof.evaluate.multiagent import route
+    from oloproof.replay.fidelity import compare
+    from oloproof.replay.report import after_fault
+
+    detail: dict[str, Any] = {
+        "case_id": view.case_id, "input": view.input, "expected": view.expected,
+        "output": view.output, "error": view.error,
+        "verdicts": dict(zip(suite.criteria, result.verdicts)),
+        "paths": [msgspec.to_builtins(p) for p in result.paths],
+        "trajectory": _steps(view),
+        "route": route(view.trajectory) if view.trajectory is not None else None,
+    }
+    if view.state is not NO_STATE:
+        detail["state"] = view.state
+    rows = []
+    for r in replays:
+        st = r.started
+        if st.change is None:
+            if r.error_kind is not None:
+                text = f"raised: {r.error}"
+            elif view.trajectory is not None:
+                f = compare(view, r, st.checkpoint_step)
+                text = "faithful" if f.faithful else "NOT faithful: " + canonical_json(f.first_difference).decode()
+            else:
+                text = ""
+            change = None
+        else:
+            change = f"{st.change['tool_name']} at step {st.change['step_index']}: {st.change['fault']}"
+            text = "\n".join(after_fault(r, st.change["step_index"]))
+        rows.append({"kind": r.kind, "version": st.system_version, "checkpoint": st.checkpoint_step,
+                     "change": change, "detail": text})
+    detail["replays"] = rows
+    pairs = []
+    for t, other, other_result in derived:
+        source, der = (view, other) if "~" in other.case_id else (other, view)
+        der_result = other_result if "~" in other.case_id else result
+        verdicts = {c: v for c, v in zip(suite.criteria, der_result.verdicts) if suite.relation_transform(c) == t.name}
+
+        def calls(v: CaseView) -> str:
+            if v.trajectory is None:
+                return "(no trajectory)"
+            return "; ".join(f"{s.tool_name}({canonical_json(s.arguments).decode()})" for s in v.trajectory.calls)
+
+        pair_rows = [
+            [f"input.{t.field}", source.input.get(t.field), der.input.get(t.field)],
+            ["output", source.error or source.output, der.error or der.output],
+            ["tool calls", calls(source), calls(der)],
+            ["final state", None if source.state is NO_STATE else source.state, None if der.state is NO_STATE else der.state],
+        ] + [[name, "", f"{v[0]}" + (f" ({v[1]})" if v[1] else "")] for name, v in verdicts.items()]
+        pairs.append({"transform": t.name, "source": source.case_id, "derived": der.case_id, "rows": pair_rows})
+    detail["pairs"] = pairs
+    return detail
+
+
+def write_bundle(out: Path, summary_data: dict[str, Any], details: Iterable[dict[str, Any]],
+                 criteria: list[str]) -> int:
+    """Write the report folder; returns the number of cases."""
+    out = Path(out)
+    data = out / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    assets = resources.files("oloproof.report") / "assets"
+    css = (assets / "view.css").read_text(encoding="utf-8")
+    js = (assets / "view.js").read_text(encoding="utf-8")
+    html = ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<title>Oloproof run report</title>\n<style>\n" + css + "</style></head>\n"
+            "<body><header><h1 id=\"title\">Oloproof</h1></header><main id=\"root\">"
+            "<p>Loading…</p></main>\n<script>\n" + js + "</script></body></html>\n")
+    (out / "index.html").write_text(html, encoding="utf-8")
+    summary = {k: v for k, v in summary_data.items() if k != "cases"}
+    (data / "summary.js").write_text(_js("summary", summary), encoding="utf-8")
+    rows, chunk, n = [], [], 0
+    for i, d in enumerate(details):
+        rows.append([d["case_id"], i, [d["verdicts"][c][0] for c in criteria]])
+        chunk.append(d)
+        if len(chunk) == CHUNK:
+            (data / f"cases-{n}.js").write_text(_js("chunk", n, chunk), encoding="utf-8")
+            chunk, n = [], n + 1
+    if chunk:
+        (data / f"cases-{n}.js").write_text(_js("chunk", n, chunk), encoding="utf-8")
+    index = {"criteria": criteria, "cases": rows, "chunk_size": CHUNK,
+             "position": {r[0]: r[1] for r in rows}}
+    (data / "index.js").write_text(_js("index", index), encoding="utf-8")
+    return len(rows)
+
+
+def build_run_bundle(store: Any, run_id: str, out: Path) -> int:
+    """Everything a stored run's report needs, read from the log (nothing runs)."""
+    from oloproof.evaluate.projector import run_eval_key
+    from oloproof.history import PairSources, case_view, iter_case_views, load_run, replay_service
+    from oloproof.project import suite_from_stored
+    from oloproof.replay.service import replays_of_case
+    from oloproof.report.results import results_dict
+
+    stored = load_run(store, run_id)
+    s = stored.started
+    suite = suite_from_stored(s.config)
+    from oloproof.history import evaluate_run
+
+    summary = evaluate_run(store, run_id, suite, eval_key=run_eval_key(s))
+    summary_data = results_dict(run_id, s.system_name, s.system_version, suite, summary)
+    service = replay_service(store, stored)
+    specs = suite.fault_specs
+    replay_index: dict[str, list[Any]] = {}
+    for r in replays_of_case_all(store):
+        replay_index.setdefault(r.started.case_id + "\x00" + r.started.fingerprint, []).append(r)
+
+    def details() -> Iterable[dict[str, Any]]:
+        pairs = PairSources(store, run_id)
+        views = sorted(iter_case_views(store, run_id), key=lambda v: v.position)
+        by_id = {v.case_id: v for v in views}
+        for view in views:
+            if specs:
+                service.attach(f"{run_id}/{view.case_id}", view, specs)
+            pairs.attach(view)
+            result = suite.evaluate_case(view)
+            derived = []
+            for t in suite.transforms:
+                if view.case_id.endswith("~" + t.name) and view.pair_source is not None:
+                    src = by_id.get(view.pair_source.case_id, view.pair_source)
+                    derived.append((t, src, suite.evaluate_case(src)))
+                elif "~" not in view.case_id and f"{view.case_id}~{t.name}" in by_id:
+                    d = by_id[f"{view.case_id}~{t.name}"]
+                    if d.pair_source is None:
+                        d.pair_source = view
+                    derived.append((t, d, suite.evaluate_case(d)))
+            yield case_detail(view, result, suite, replay_index.get(view.case_id + "\x00" + view.fingerprint, []),
+                              derived)
+
+    return write_bundle(out, summary_data, details(), suite.criteria)
+
+
+def replays_of_case_all(store: Any) -> list[Any]:
+    from oloproof.events import decode_many
+    from oloproof.replay.service import PREFIX, fold_replay
+
+    return [fold_replay(decode_many(payloads), stream) for stream, payloads in store.iter_streams(PREFIX)]
