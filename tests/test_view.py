@@ -39,8 +39,11 @@ def served(tmp_path):
     servers = []
 
     def serve(folder):
-        handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
-        handler.log_message = lambda *a, **k: None
+        class Quiet(http.server.SimpleHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+        handler = functools.partial(Quiet, directory=str(folder))
         server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         servers.append(server)
