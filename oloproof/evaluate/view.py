@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from oloproof.errors import CorruptLogError
 from oloproof.events import (
@@ -67,6 +67,31 @@ class CaseView:
         return self.case_id.split("~", 1)[0]
 
 
+def fold_records(events: Sequence[Event], into: Any) -> Iterator[Event]:
+    """Fold the ``agent_trajectory/v1`` and ``environment_state/v1`` records of a stream into
+    ``into.trajectory`` / ``into.state``; yield every other event for the caller."""
+    steps: list[StepRecorded] = []
+    constraints: list[ConstraintRecorded] = []
+    checkpoints: list[CheckpointRecorded] = []
+    for ev in events:
+        t = type(ev)
+        if t is StepRecorded:
+            steps.append(ev)  # type: ignore[arg-type]
+        elif t is ConstraintRecorded:
+            constraints.append(ev)  # type: ignore[arg-type]
+        elif t is CheckpointRecorded:
+            checkpoints.append(ev)  # type: ignore[arg-type]
+        elif t is TrajectoryRecorded:
+            into.trajectory = TrajectoryView(
+                steps, ev.terminal_status, ev.truncated, ev.step_limit, constraints, checkpoints  # type: ignore[attr-defined]
+            )
+            steps, constraints, checkpoints = [], [], []
+        elif t is EnvironmentStateRecorded:
+            into.state = ev.state  # type: ignore[attr-defined]
+        else:
+            yield ev
+
+
 def fold_case(events: Sequence[Event], stream: str = "?") -> CaseView:
     """Fold one case stream's events into a :class:`CaseView`."""
     if not events or not isinstance(events[0], CaseStarted):
@@ -82,25 +107,8 @@ def fold_case(events: Sequence[Event], stream: str = "?") -> CaseView:
         metadata=start.metadata,
         started=start,
     )
-    steps: list[StepRecorded] = []
-    constraints: list[ConstraintRecorded] = []
-    checkpoints: list[CheckpointRecorded] = []
-    for ev in events[1:]:
-        t = type(ev)
-        if t is StepRecorded:
-            steps.append(ev)  # type: ignore[arg-type]
-        elif t is ConstraintRecorded:
-            constraints.append(ev)  # type: ignore[arg-type]
-        elif t is CheckpointRecorded:
-            checkpoints.append(ev)  # type: ignore[arg-type]
-        elif t is TrajectoryRecorded:
-            view.trajectory = TrajectoryView(
-                steps, ev.terminal_status, ev.truncated, ev.step_limit, constraints, checkpoints  # type: ignore[attr-defined]
-            )
-            steps, constraints, checkpoints = [], [], []
-        elif t is EnvironmentStateRecorded:
-            view.state = ev.state  # type: ignore[attr-defined]
-        elif t is CaseFinished:
+    for ev in fold_records(events[1:], view):
+        if type(ev) is CaseFinished:
             view.output = ev.output  # type: ignore[attr-defined]
             view.error = ev.error  # type: ignore[attr-defined]
             view.error_kind = ev.error_kind  # type: ignore[attr-defined]

@@ -13,15 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from oloproof.errors import CorruptLogError
-from oloproof.evaluate.view import NO_STATE, CaseView, TrajectoryView
+from oloproof.evaluate.view import NO_STATE, CaseView, TrajectoryView, fold_records
 from oloproof.events import (
-    CheckpointRecorded,
-    ConstraintRecorded,
-    EnvironmentStateRecorded,
     ReplayFinished,
     ReplayStarted,
-    StepRecorded,
-    TrajectoryRecorded,
     canonical_json,
     decode_many,
     encode,
@@ -74,23 +69,8 @@ def fold_replay(events: list[Any], stream: str) -> ReplayView:
     if not events or not isinstance(events[0], ReplayStarted):
         raise CorruptLogError(f"stream {stream!r}: a replay stream must begin with replay_started")
     view = ReplayView(events[0])
-    steps: list[StepRecorded] = []
-    constraints: list[ConstraintRecorded] = []
-    checkpoints: list[CheckpointRecorded] = []
-    for ev in events[1:]:
-        t = type(ev)
-        if t is StepRecorded:
-            steps.append(ev)
-        elif t is ConstraintRecorded:
-            constraints.append(ev)
-        elif t is CheckpointRecorded:
-            checkpoints.append(ev)
-        elif t is TrajectoryRecorded:
-            view.trajectory = TrajectoryView(steps, ev.terminal_status, ev.truncated, ev.step_limit,
-                                             constraints, checkpoints)
-        elif t is EnvironmentStateRecorded:
-            view.state = ev.state
-        elif t is ReplayFinished:
+    for ev in fold_records(events[1:], view):
+        if type(ev) is ReplayFinished:
             view.output, view.error, view.error_kind = ev.output, ev.error, ev.error_kind
             view.diverged, view.injected = ev.diverged, ev.injected
     return view
