@@ -116,8 +116,9 @@ def evaluate_run(store: EventStore, run_id: str, suite: SuiteEvaluation, replays
 
     criteria = suite.criteria
     if eval_key is not None:
-        rows = store.projection("evaluations", run_id=run_id, eval_key=eval_key)
-        if rows and len(rows) == store.count_streams(run_id + "/"):
+        cached = store.count("evaluations", run_id=run_id, eval_key=eval_key)
+        if cached and cached == store.count_streams(run_id + "/"):
+            rows = store.iter_projection("evaluations", run_id=run_id, eval_key=eval_key)
             return suite.summarize(decode_result(r["case_id"], r["position"], r["result"], criteria)
                                    for r in rows)
     specs = suite.fault_specs

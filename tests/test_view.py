@@ -144,3 +144,26 @@ def test_view_refuses_a_non_empty_folder(cli, tmp_path):
     r = cli("view", "latest", "--out", str(tmp_path / "busy"), cwd=project)
     assert r.exit_code == 2 and "not empty" in r.output
     assert cli("view", "nope", "--out", str(tmp_path / "r2"), cwd=project).exit_code == 2
+
+
+def test_view_serves_on_localhost(cli, tmp_path):
+    import re
+    import subprocess
+    import sys
+    import urllib.request
+
+    project = tmp_path / "desk"
+    shutil.copytree(EXAMPLES / "support_agent", project, ignore=shutil.ignore_patterns("__pycache__", ".oloproof"))
+    cli("run", cwd=project)
+    proc = subprocess.Popen([sys.executable, "-m", "oloproof", "view", "--port", "0"], cwd=project,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        line = proc.stdout.readline()
+        url = re.search(r"http://127\.0\.0\.1:\d+/", line).group(0)
+        page = urllib.request.urlopen(url + "index.html", timeout=10).read().decode()
+        assert "<title>Oloproof run report</title>" in page
+        summary = urllib.request.urlopen(url + "data/summary.js", timeout=10).read().decode()
+        assert summary.startswith("OLOPROOF.summary(") and '"no-deletion"' in summary
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

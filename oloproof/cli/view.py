@@ -11,7 +11,8 @@ from oloproof.cli.common import DB_HELP, handled, open_log, resolve_run
 @click.command("view")
 @click.argument("run", default="latest")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Write a static report folder and exit.")
-@click.option("--port", type=int, default=8765, show_default=True, help="Serve the report on localhost:PORT.")
+@click.option("--port", type=int, default=8765, show_default=True,
+              help="Serve the report on localhost:PORT (0: any free port).")
 @click.option("--db", metavar="PATH", help=DB_HELP)
 @handled
 def command(run: str, out_dir: str | None, port: int, db: str | None) -> None:
@@ -25,7 +26,7 @@ def command(run: str, out_dir: str | None, port: int, db: str | None) -> None:
     from oloproof.errors import UsageError
     from oloproof.report.bundle import build_run_bundle
 
-    if not 0 < port < 65536:
+    if not 0 <= port < 65536:
         raise UsageError(f"--port {port}: not a port number")
     store = open_log(db)
     try:
@@ -48,7 +49,11 @@ def serve(folder: Path, port: int) -> None:
 
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
-    click.echo(f"serving the report on http://127.0.0.1:{server.server_address[1]}/ (Ctrl-C to stop)")
+    click.echo(f"serving the report on http://127.0.0.1:{server.server_address[1]}/ (Ctrl-C to stop)",
+               err=False)
+    import sys
+
+    sys.stdout.flush()
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -109,6 +109,10 @@ class EventStore(abc.ABC):
     def projection(self, table: str, **where: object) -> list[dict]:
         """Rows of a projection table (optionally filtered by equality), in key order."""
 
+    def iter_projection(self, table: str, **where: object) -> Iterator[dict]:
+        """Like :meth:`projection`, one row at a time (backends may stream)."""
+        yield from self.projection(table, **where)
+
     @abc.abstractmethod
     def count_streams(self, prefix: str) -> int:
         """Number of streams whose name starts with ``prefix``."""

@@ -228,12 +228,16 @@ class SQLiteStore(EventStore):
             yield s, payload if isinstance(payload, bytes) else payload.encode()
 
     def projection(self, table: str, **where: object) -> list[dict]:
+        return list(self.iter_projection(table, **where))
+
+    def iter_projection(self, table: str, **where: object) -> Iterator[dict]:
         cols, key = PROJECTIONS[table]
         sql = f"SELECT {', '.join(cols)} FROM {table}"
         if where:
             sql += " WHERE " + " AND ".join(f"{k} = ?" for k in where)
         sql += f" ORDER BY {', '.join(key)}"
-        return [dict(zip(cols, r)) for r in self._conn.execute(sql, tuple(where.values()))]
+        for r in self._conn.execute(sql, tuple(where.values())):
+            yield dict(zip(cols, r))
 
     def count_streams(self, prefix: str) -> int:
         return self._conn.execute(
