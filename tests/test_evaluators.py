@@ -142,3 +142,32 @@ def test_max_steps():
 def test_registry_has_every_family():
     assert {"contains", "agent_tool_called", "agent_no_tool_loop", "agent_tool_sequence",
             "agent_no_undeclared_tool", "agent_constraints_satisfied", "agent_max_steps"} <= set(registry())
+
+
+def test_third_party_evaluators_load_from_entry_points(tmp_path, monkeypatch):
+    import importlib.metadata
+    import sys
+
+    from oloproof.evaluate.base import REGISTRY
+    from oloproof.evaluate.engine import build_suite
+    from oloproof.config.locate import Locator
+    from oloproof.config.models import ProjectConfig
+
+    (tmp_path / "myplugin.py").write_text(
+        "from oloproof.evaluate import Evaluator, evaluator\n"
+        "from oloproof.evaluate.base import PASS\n"
+        "@evaluator('always_pass')\n"
+        "class AlwaysPass(Evaluator):\n"
+        "    def default_criterion(self):\n        return 'always'\n"
+        "    def judge(self, case):\n        return PASS\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ep = importlib.metadata.EntryPoint(name="always_pass", value="myplugin", group="oloproof.evaluators")
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group=None: [ep] if group == "oloproof.evaluators" else [])
+    config = ProjectConfig.model_validate({"system": {"name": "s", "version": "1", "callable": "a:b"},
+                                           "evaluators": [{"type": "always_pass"}]})
+    try:
+        suite = build_suite(config, Locator("oloproof.yaml"))
+        assert suite.criteria == ["always"]
+    finally:
+        REGISTRY.pop("always_pass", None)
+        sys.modules.pop("myplugin", None)

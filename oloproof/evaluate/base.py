@@ -97,7 +97,11 @@ def evaluator(type_name: str) -> Callable[[type[Evaluator]], type[Evaluator]]:
 
 
 def load_entry_points() -> None:
-    """Register third-party evaluators from the ``oloproof.evaluators`` entry-point group."""
+    """Register third-party evaluators from the ``oloproof.evaluators`` entry-point group.
+
+    Called only when a configuration names a type no built-in family has, so a plugin costs
+    nothing to a project that does not use one. Loading the entry point's object is expected
+    to register it with :func:`evaluator`."""
     from importlib.metadata import entry_points
 
     for ep in entry_points(group="oloproof.evaluators"):

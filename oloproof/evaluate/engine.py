@@ -254,6 +254,11 @@ def build_suite(config: ProjectConfig, locator: Locator, release: ReleaseConfig 
         type_name = raw.get("type")
         cls = families.get(type_name)  # type: ignore[arg-type]
         if cls is None:
+            from oloproof.evaluate.base import load_entry_points
+
+            load_entry_points()
+            cls = families.get(type_name)  # type: ignore[arg-type]
+        if cls is None:
             raise ConfigError(
                 f"{locator.where(path + ('type',))}: evaluators[{i}].type: unknown evaluator "
                 f"type {type_name!r}{did_you_mean(type_name, families)} "
