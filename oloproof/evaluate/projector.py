@@ -113,6 +113,8 @@ class RunProjector:
         self._keys: dict[str, str] = {}
 
     def __call__(self, stream: str, stored: list[StoredEvent]) -> dict[str, list[tuple]]:
+        if stream.startswith("replay/"):
+            return {}  # replays are read through the replay cache; they project no rows
         events = decode_stored(stored)
         run_id, sep, _ = stream.partition("/")
         if not sep:
