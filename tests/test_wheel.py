@@ -19,6 +19,9 @@ def test_wheel_installs_and_runs_an_example(tmp_path):
     wheel = next(dist.glob("oloproof-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
     assert "oloproof/_examples/support_agent/cases.jsonl" in names
+    assert "oloproof/_examples/stateful_agent/labels/injected.jsonl" in names
+    assert "oloproof/_examples/triage_agents/app.py" in names
+    assert "oloproof/report/assets/view.js" in names and "oloproof/report/assets/view.css" in names
     assert not any("__pycache__" in n for n in names)
 
     venv = tmp_path / "venv"

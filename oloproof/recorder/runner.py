@@ -65,6 +65,24 @@ class _ResetFailed(Exception):
     pass
 
 
+class _Rows:
+    """Projection rows waiting for their batch (they follow the case commits)."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, list[tuple]] = {"cases": [], "evaluations": []}
+
+    def add(self, rows: dict[str, list[tuple]]) -> None:
+        for table, table_rows in rows.items():
+            self.rows[table].extend(table_rows)
+
+    def __len__(self) -> int:
+        return len(self.rows["cases"])
+
+    def take(self) -> dict[str, list[tuple]]:
+        rows, self.rows = self.rows, {"cases": [], "evaluations": []}
+        return rows
+
+
 def _describe_unencodable(events: list[Event]) -> str:
     from oloproof.events import StepRecorded
 
@@ -188,14 +206,8 @@ class Runner:
         criteria = suite.criteria
         specs = suite.fault_specs
         key = evaluation_key(self.project.config_digest, self.system.version)
-        pending: dict[str, list[tuple]] = {"cases": [], "evaluations": []}
-
-        def add(rows: dict[str, list[tuple]]) -> None:
-            for table, table_rows in rows.items():
-                pending[table].extend(table_rows)
-
+        pending = _Rows()
         replays = ReplayService(self.store, self.system.name, self.system.version, system=self.system)
-        self.replays = replays
         if resume is None:
             run_id = self.start(info, durability)
             pairs = PairSources(self.store, run_id)
@@ -213,10 +225,9 @@ class Runner:
                     replays.attach(f"{run_id}/{view.case_id}", view, specs)
                 result = suite.evaluate_case(view)
                 results.append(result)
-                add(case_rows(run_id, view, result, criteria, key))
+                pending.add(case_rows(run_id, view, result, criteria, key))
             ev = RunResumed(run_id, self.clock())
-            self.store.commit([StreamAppend(run_id, stored.length, [encode(ev)], [tag_of(ev)])], pending)
-            pending = {"cases": [], "evaluations": []}
+            self.store.commit([StreamAppend(run_id, stored.length, [encode(ev)], [tag_of(ev)])], pending.take())
         total = info.count
         if progress:
             progress(len(done), total)
@@ -236,15 +247,15 @@ class Runner:
             if specs:  # control and fault replays, each its own stream, after the case commits
                 replays.attach(stream, view, specs)
             result = suite.evaluate_case(pairs.attach(view))
-            add(case_rows(run_id, view, result, criteria, key))
-            if len(pending["cases"]) >= 1000 or time.monotonic() - flushed > 2.0:
-                self.store.commit((), pending)
-                pending, flushed = {"cases": [], "evaluations": []}, time.monotonic()
+            pending.add(case_rows(run_id, view, result, criteria, key))
+            if len(pending) >= 1000 or time.monotonic() - flushed > 2.0:
+                self.store.commit((), pending.take())
+                flushed = time.monotonic()
             results.append(result)
             done.add(sc.id)
             if progress:
                 progress(len(done), total)
-        self.finish(run_id, pending)
+        self.finish(run_id, pending.take())
         return RunOutcome(run_id, self.system, suite.summarize(results), errors, resume is not None,
                           messages)
 
