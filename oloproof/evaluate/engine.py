@@ -138,42 +138,37 @@ class SuiteEvaluation:
     def summarize(self, results: Iterable[CaseResult]) -> Summary:
         ordered = sorted(results, key=lambda r: r.position)
         n_crit = len(self.criteria)
-        # per criterion: cluster -> [passed, observed, missing], and the excluded count
-        crit_clusters: list[dict[str, list[int]]] = [{} for _ in range(n_crit)]
-        crit_excluded = [0] * n_crit
-        slice_clusters: dict[tuple[int, str], list[dict[str, list[int]]]] = {}
-        slice_excluded: dict[tuple[int, str], list[int]] = {}
+        # clusters with more than one case: a source and its derived cases. Every other case
+        # is its own cluster and only counted, so a suite without transforms keeps no
+        # per-case tallies.
+        multi = {r.cluster for r in ordered if r.cluster is not None}
+        crit = [_Tally() for _ in range(n_crit)]
+        slice_tallies: dict[tuple[int, str], list[_Tally]] = {}
         values: list[list[float]] = [[] for _ in self.metrics]
         value_missing = [[0, 0] for _ in self.metrics]
-        sources: set[str] = set()
+        sources = 0
         for r in ordered:
+            if r.cluster is None:
+                sources += 1
             cluster = r.cluster or r.case_id
-            sources.add(cluster)
+            key = cluster if cluster in multi else None
             kinds = [_KIND[v[0]] for v in r.verdicts]
             for i, t in enumerate(kinds):
-                if t == 3:
-                    crit_excluded[i] += 1
-                else:
-                    _tally(crit_clusters[i], cluster, t)
+                crit[i].add(key, t)
             for j, group in enumerate(r.groups):
                 if group is None:
                     continue
-                key = (j, group)
-                per = slice_clusters.get(key)
+                per = slice_tallies.get((j, group))
                 if per is None:
-                    per = slice_clusters[key] = [{} for _ in range(n_crit)]
-                    slice_excluded[key] = [0] * n_crit
+                    per = slice_tallies[(j, group)] = [_Tally() for _ in range(n_crit)]
                 for i, t in enumerate(kinds):
-                    if t == 3:
-                        slice_excluded[key][i] += 1
-                    else:
-                        _tally(per[i], cluster, t)
+                    per[i].add(key, t)
             for k, v in enumerate(r.values):
                 if isinstance(v, tuple):
                     value_missing[k][0 if v[0] == "missing" else 1] += 1
                 else:
                     values[k].append(v)
-        criteria = {name: _rate(crit_clusters[i], crit_excluded[i]) for i, name in enumerate(self.criteria)}
+        criteria = {name: crit[i].rate() for i, name in enumerate(self.criteria)}
         metrics = [
             MetricRow(m.id, m.q, m.unit, quantile_interval(values[k], value_missing[k][0],
                                                            value_missing[k][1], m.q))
@@ -181,10 +176,10 @@ class SuiteEvaluation:
         ]
         slice_rows = []
         for j, spec in enumerate(self.slices):
-            labels = sorted({g for (jj, g) in slice_clusters if jj == j}, key=spec.order)
+            labels = sorted({g for (jj, g) in slice_tallies if jj == j}, key=spec.order)
             for label in labels:
                 for i, name in enumerate(self.criteria):
-                    row = _rate(slice_clusters[(j, label)][i], slice_excluded[(j, label)][i])
+                    row = slice_tallies[(j, label)][i].rate()
                     if row.observed + row.missing == 0:
                         continue
                     slice_rows.append(
@@ -197,11 +192,11 @@ class SuiteEvaluation:
 
             unchecked = {t.transform for t in checks if not t.checked}
             context = GateContext(
-                source_clusters=len(sources),
+                source_clusters=sources,
                 unchecked={c for c in self.criteria if self.relation_transform(c) in unchecked},
             )
             gate = judge_gate(self.release, criteria, context)
-        return Summary(criteria, metrics, slice_rows, gate, ordered, len(sources), checks)
+        return Summary(criteria, metrics, slice_rows, gate, ordered, sources, checks)
 
     def _transform_checks(self, ordered: list[CaseResult]) -> list[TransformCheck]:
         out = []
@@ -217,29 +212,43 @@ class SuiteEvaluation:
 _KIND = {"pass": 0, "fail": 1, "missing": 2, "excluded": 3}
 
 
-def _rate(clusters: dict[str, list[int]], excluded: int) -> RateInterval:
-    """Exact when every cluster holds at most one counted case; cluster-aware otherwise."""
-    if any(c[1] + c[2] > 1 for c in clusters.values()):
-        from oloproof.stats.clusters import clustered_rate_interval
+class _Tally:
+    """Verdict counts of one row: singleton cases only counted, multi-case clusters kept."""
 
-        return clustered_rate_interval([tuple(c) for c in clusters.values()], excluded)  # type: ignore[misc]
-    passed = sum(c[0] for c in clusters.values())
-    observed = sum(c[1] for c in clusters.values())
-    missing = sum(c[2] for c in clusters.values())
-    return rate_interval(passed, observed, missing, excluded)
+    __slots__ = ("single", "clusters", "excluded")
 
+    def __init__(self) -> None:
+        self.single = [0, 0, 0]  # passed, observed, missing
+        self.clusters: dict[str, list[int]] = {}
+        self.excluded = 0
 
-def _tally(clusters: dict[str, list[int]], cluster: str, t: int) -> None:
-    c = clusters.get(cluster)
-    if c is None:
-        c = clusters[cluster] = [0, 0, 0]
-    if t == 0:
-        c[0] += 1
-        c[1] += 1
-    elif t == 1:
-        c[1] += 1
-    else:
-        c[2] += 1
+    def add(self, cluster: str | None, t: int) -> None:
+        if t == 3:
+            self.excluded += 1
+            return
+        c = self.single if cluster is None else self.clusters.get(cluster)
+        if c is None:
+            c = self.clusters[cluster] = [0, 0, 0]  # type: ignore[index]
+        if t == 0:
+            c[0] += 1
+            c[1] += 1
+        elif t == 1:
+            c[1] += 1
+        else:
+            c[2] += 1
+
+    def rate(self) -> RateInterval:
+        """Exact when every cluster holds at most one counted case; cluster-aware otherwise."""
+        p, o, m = self.single
+        if any(c[1] + c[2] > 1 for c in self.clusters.values()):
+            from oloproof.stats.clusters import clustered_rate_interval
+
+            rows = [(1, 1, 0)] * p + [(0, 1, 0)] * (o - p) + [(0, 0, 1)] * m
+            rows += [tuple(c) for c in self.clusters.values()]  # type: ignore[misc]
+            return clustered_rate_interval(rows, self.excluded)  # type: ignore[arg-type]
+        for c in self.clusters.values():
+            p, o, m = p + c[0], o + c[1], m + c[2]
+        return rate_interval(p, o, m, self.excluded)
 
 
 def build_suite(config: ProjectConfig, locator: Locator, release: ReleaseConfig | None = None,
