@@ -59,10 +59,6 @@ class PairSources:
         self.store, self.run_id = store, run_id
         self._last: CaseView | None = None
 
-    def remember(self, view: CaseView) -> None:
-        if "~" not in view.case_id:
-            self._last = view
-
     def attach(self, view: CaseView) -> CaseView:
         if "~" in view.case_id:
             source_id = view.cluster

@@ -1,0 +1,58 @@
+"""Resuming a run whose cases have replays and metamorphic pairs gives the same results as a
+run that was never interrupted, and runs no replay twice."""
+
+import shutil
+
+import pytest
+
+from oloproof.project import load_project, load_system
+from oloproof.recorder.runner import Runner
+from oloproof.report.results import results_dict
+from oloproof.store import SQLiteStore
+from tests.conftest import EXAMPLES
+
+
+def copy_example(target):
+    shutil.copytree(EXAMPLES / "stateful_agent", target, ignore=shutil.ignore_patterns("__pycache__", ".oloproof"))
+    return target
+
+
+def results_of(outcome, project):
+    data = results_dict(outcome.run_id, outcome.system.name, outcome.system.version, project.suite, outcome.summary)
+    data.pop("run_id")
+    return data
+
+
+def test_interrupted_stateful_run_resumes_to_the_same_results(tmp_path):
+    reference = copy_example(tmp_path / "reference")
+    project = load_project(reference)
+    info = project.prepare()
+    store = SQLiteStore(reference / ".oloproof" / "log.db")
+    expected = results_of(Runner(project, load_system(project), store).execute(info), project)
+    reference_replays = store.count_streams("replay/")
+    store.close()
+
+    p = copy_example(tmp_path / "desk")
+    project = load_project(p)
+    info = project.prepare()
+    system = load_system(project)
+    store = SQLiteStore(p / ".oloproof" / "log.db")
+
+    def stop_after_fifteen(done, total):
+        if done == 15:
+            raise KeyboardInterrupt
+
+    runner = Runner(project, system, store)
+    with pytest.raises(KeyboardInterrupt):
+        runner.execute(info, progress=stop_after_fifteen)
+    run_id = store.projection("runs")[0]["run_id"]
+    assert store.count_streams(run_id + "/") == 15
+    replays_before = store.count_streams("replay/")
+    outcome = Runner(project, system, store).execute(info, resume=run_id)
+    assert outcome.run_id == run_id
+    assert results_of(outcome, project) == expected
+    assert store.count_streams(run_id + "/") == 44
+    # every replay exactly once: the committed cases' replays came from the cache
+    assert 0 < replays_before < store.count_streams("replay/") == reference_replays
+    assert store.verify().ok
+    store.close()
