@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from oloproof.errors import CorruptLogError, UsageError
-from oloproof.evaluate.engine import CaseResult, SuiteEvaluation, Summary
+from oloproof.evaluate.engine import SuiteEvaluation, Summary
 from oloproof.evaluate.projector import RunProjector, decode_stored
 from oloproof.evaluate.view import CaseView, fold_case
 from oloproof.events import RunFinished, RunResumed, RunStarted, decode_many
@@ -100,7 +100,7 @@ def replay_service(store: EventStore, run: StoredRun, system: Any = None) -> Any
 
 
 def evaluate_run(store: EventStore, run_id: str, suite: SuiteEvaluation, replays: Any = None,
-                 eval_key: str | None = None) -> Summary:
+                 eval_key: str | None = None, keep_cases: bool = True) -> Summary:
     """Evaluate a stored run. Fault evaluators find their replays through ``replays`` (by
     default read from the cache only: nothing runs).
 
@@ -108,28 +108,38 @@ def evaluate_run(store: EventStore, run_id: str, suite: SuiteEvaluation, replays
     results are cached in the ``evaluations`` projection: when every committed case has a row
     for that key, they are read back instead of decoding events and replays again.
     """
+    from oloproof.evaluate.engine import Accumulator
     from oloproof.evaluate.projector import cacheable, decode_result, encode_result
 
     criteria = suite.criteria
+    run = load_run(store, run_id)
+    # a run recorded with transforms holds clusters, whatever the configuration says now
+    acc = Accumulator(suite, keep_cases=keep_cases,
+                      multi=None if run.started.config["oloproof"].get("metamorphic") else set())
     if eval_key is not None:
         cached = store.count("evaluations", run_id=run_id, eval_key=eval_key)
         if cached and cached == store.count_streams(run_id + "/"):
-            rows = store.iter_projection("evaluations", run_id=run_id, eval_key=eval_key)
-            return suite.summarize(decode_result(r["case_id"], r["position"], r["result"], criteria)
-                                   for r in rows)
+            for r in store.iter_projection("evaluations", run_id=run_id, eval_key=eval_key):
+                acc.add(decode_result(r["case_id"], r["position"], r["result"], criteria))
+            return acc.summary()
     specs = suite.fault_specs
     if specs and replays is None:
-        replays = replay_service(store, load_run(store, run_id))
-    results: list[CaseResult] = []
+        replays = replay_service(store, run)
     pairs = PairSources(store, run_id)
+    rows: list[tuple] = []
     for view in iter_case_views(store, run_id):
         if specs:
             replays.attach(f"{run_id}/{view.case_id}", view, specs)
-        results.append(suite.evaluate_case(pairs.attach(view)))
-    if eval_key is not None:
-        store.commit((), {"evaluations": [(run_id, eval_key, r.case_id, r.position, encode_result(r, criteria))
-                                          for r in results if cacheable(r)]})
-    return suite.summarize(results)
+        result = suite.evaluate_case(pairs.attach(view))
+        acc.add(result)
+        if eval_key is not None and cacheable(result):
+            rows.append((run_id, eval_key, result.case_id, result.position, encode_result(result, criteria)))
+            if len(rows) >= 2000:
+                store.commit((), {"evaluations": rows})
+                rows = []
+    if rows:
+        store.commit((), {"evaluations": rows})
+    return acc.summary()
 
 
 def rebuild_projections(store: EventStore) -> None:

@@ -34,7 +34,8 @@ def command(run: str, json_path: str | None, db: str | None, project_dir: str) -
         run_id = resolve_run(store, run)
         s = load_run(store, run_id).started
         summary = evaluate_run(store, run_id, project.suite,
-                               eval_key=evaluation_key(project.config_digest, s.system_version))
+                               eval_key=evaluation_key(project.config_digest, s.system_version),
+                               keep_cases=bool(json_path))
     finally:
         store.close()
     render_summary(console(), summary, run_id=run_id, system=f"{s.system_name} {s.system_version}",

@@ -30,7 +30,8 @@ def command(run: str, db: str | None) -> None:
         run_id = resolve_run(store, run)
         stored = load_run(store, run_id)
         suite = suite_from_stored(stored.started.config)
-        summary = evaluate_run(store, run_id, suite, eval_key=run_eval_key(stored.started))
+        summary = evaluate_run(store, run_id, suite, eval_key=run_eval_key(stored.started),
+                               keep_cases=False)
     finally:
         store.close()
     out = console()

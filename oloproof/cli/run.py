@@ -44,7 +44,9 @@ def command(json_path: str | None, db: str | None, resume: str | None, durabilit
     try:
         runner = Runner(project, system, store)
         with _progress(out, info.count) as progress:
-            outcome = runner.execute(info, resume=resume, durability=durability, progress=progress)
+            # per-case results are kept only when --json needs them: memory stays flat otherwise
+            outcome = runner.execute(info, resume=resume, durability=durability, progress=progress,
+                                     keep_cases=bool(json_path))
     except KeyboardInterrupt:
         click.echo("interrupted: committed cases are safe; finish with 'oloproof run --resume RUN_ID' "
                    "(see 'oloproof runs')", err=True)

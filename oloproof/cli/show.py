@@ -33,7 +33,8 @@ def command(run: str, case: str | None, db: str | None) -> None:
         stored = load_run(store, run_id)
         suite = suite_from_stored(stored.started.config)
         if case is None:
-            summary = evaluate_run(store, run_id, suite, eval_key=run_eval_key(stored.started))
+            summary = evaluate_run(store, run_id, suite, eval_key=run_eval_key(stored.started),
+                                   keep_cases=False)
             s = stored.started
             render_summary(out, summary, run_id=run_id, system=f"{s.system_name} {s.system_version}",
                            min_support=suite.min_slice_support)

@@ -153,8 +153,9 @@ class CaseFile:
             raise CaseFileError(f"{where}: {label}: field {dotted(loc)!r}: {msg}") from e
         return model
 
-    def validate(self) -> SuiteInfo:
-        """Check every line; raise :class:`CaseFileError` on the first problem."""
+    def validate(self, keep_ids: bool = False) -> SuiteInfo:
+        """Check every line; raise :class:`CaseFileError` on the first problem. The ids are
+        returned only with ``keep_ids`` (validity labels need them; a plain run does not)."""
         seen: dict[str, int] = {}
         digest = hashlib.sha256()
         for number, raw in self._lines():
@@ -168,7 +169,8 @@ class CaseFile:
             digest.update(f"{case.id}\x00{case.fingerprint}\n".encode())
         if not seen:
             raise CaseFileError(f"{self.path}: no cases")
-        return SuiteInfo(count=len(seen), digest=digest.hexdigest(), ids=frozenset(seen), sources=len(seen))
+        return SuiteInfo(count=len(seen), digest=digest.hexdigest(),
+                         ids=frozenset(seen) if keep_ids else frozenset(), sources=len(seen))
 
     def __iter__(self) -> Iterator[SuiteCase]:
         for number, raw in self._lines():

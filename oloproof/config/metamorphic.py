@@ -47,7 +47,7 @@ class Suite:
         return self.metamorphic.transforms if self.metamorphic else []
 
     def validate(self, locator: Locator | None = None) -> SuiteInfo:
-        info = self.cases.validate()
+        info = self.cases.validate(keep_ids=bool(self.transforms))
         if not self.transforms:
             return info
         missing: dict[str, list[str]] = {t.name: [] for t in self.transforms}

@@ -136,80 +136,105 @@ class SuiteEvaluation:
         )
 
     def summarize(self, results: Iterable[CaseResult]) -> Summary:
+        """Aggregate results held in memory (every case kept for the report)."""
         ordered = sorted(results, key=lambda r: r.position)
-        n_crit = len(self.criteria)
         # clusters with more than one case: a source and its derived cases. Every other case
-        # is its own cluster and only counted, so a suite without transforms keeps no
-        # per-case tallies.
+        # is its own cluster and only counted.
         multi = {r.cluster for r in ordered if r.cluster is not None}
-        crit = [_Tally() for _ in range(n_crit)]
-        slice_tallies: dict[tuple[int, str], list[_Tally]] = {}
-        values: list[list[float]] = [[] for _ in self.metrics]
-        value_missing = [[0, 0] for _ in self.metrics]
-        sources = 0
+        acc = Accumulator(self, keep_cases=True, multi=multi)
         for r in ordered:
-            if r.cluster is None:
-                sources += 1
-            cluster = r.cluster or r.case_id
-            key = cluster if cluster in multi else None
-            kinds = [_KIND[v[0]] for v in r.verdicts]
-            for i, t in enumerate(kinds):
-                crit[i].add(key, t)
-            for j, group in enumerate(r.groups):
-                if group is None:
-                    continue
-                per = slice_tallies.get((j, group))
-                if per is None:
-                    per = slice_tallies[(j, group)] = [_Tally() for _ in range(n_crit)]
-                for i, t in enumerate(kinds):
-                    per[i].add(key, t)
-            for k, v in enumerate(r.values):
-                if isinstance(v, tuple):
-                    value_missing[k][0 if v[0] == "missing" else 1] += 1
-                else:
-                    values[k].append(v)
-        criteria = {name: crit[i].rate() for i, name in enumerate(self.criteria)}
+            acc.add(r)
+        return acc.summary()
+
+
+_KIND = {"pass": 0, "fail": 1, "missing": 2, "excluded": 3}
+
+
+class Accumulator:
+    """Aggregates case results one at a time into criteria, metric and slice rows and the
+    gate, so a run need not hold its cases: with ``keep_cases=False`` memory does not grow
+    with the suite beyond the numbers quantiles need.
+
+    ``multi``: the clusters that hold several cases, or ``None`` to track every case's cluster
+    (a suite with transforms, where any source may have derived cases).
+    """
+
+    def __init__(self, suite: "SuiteEvaluation", *, keep_cases: bool = True, multi: set[str] | None = None):
+        self.suite = suite
+        n_crit = len(suite.criteria)
+        self.multi = multi
+        self.crit = [_Tally() for _ in range(n_crit)]
+        self.slice_tallies: dict[tuple[int, str], list[_Tally]] = {}
+        self.values: list[list[float]] = [[] for _ in suite.metrics]
+        self.value_missing = [[0, 0] for _ in suite.metrics]
+        self.sources = 0
+        self.cases: list[CaseResult] | None = [] if keep_cases else None
+        self.pairs = {t.name: [0, 0, 0] for t in suite.transforms}  # pairs, labelled, valid
+
+    def add(self, r: CaseResult) -> None:
+        if r.cluster is None:
+            self.sources += 1
+        cluster = r.cluster or r.case_id
+        key = cluster if (self.multi is None or cluster in self.multi) else None
+        kinds = [_KIND[v[0]] for v in r.verdicts]
+        for tally, t in zip(self.crit, kinds):
+            tally.add(key, t)
+        n_crit = len(kinds)
+        for j, group in enumerate(r.groups):
+            if group is None:
+                continue
+            per = self.slice_tallies.get((j, group))
+            if per is None:
+                per = self.slice_tallies[(j, group)] = [_Tally() for _ in range(n_crit)]
+            for tally, t in zip(per, kinds):
+                tally.add(key, t)
+        for k, v in enumerate(r.values):
+            if isinstance(v, tuple):
+                self.value_missing[k][0 if v[0] == "missing" else 1] += 1
+            else:
+                self.values[k].append(v)
+        if "~" in r.case_id:
+            name = r.case_id.rsplit("~", 1)[1]
+            if name in self.pairs:
+                counts = self.pairs[name]
+                counts[0] += 1
+                label = self.suite.labels.get(name, {}).get(r.case_id)
+                if label is not None:
+                    counts[1] += 1
+                    counts[2] += label
+        if self.cases is not None:
+            self.cases.append(r)
+
+    def summary(self) -> Summary:
+        suite = self.suite
+        criteria = {name: self.crit[i].rate() for i, name in enumerate(suite.criteria)}
         metrics = [
-            MetricRow(m.id, m.q, m.unit, quantile_interval(values[k], value_missing[k][0],
-                                                           value_missing[k][1], m.q))
-            for k, m in enumerate(self.metrics)
+            MetricRow(m.id, m.q, m.unit, quantile_interval(self.values[k], self.value_missing[k][0],
+                                                           self.value_missing[k][1], m.q))
+            for k, m in enumerate(suite.metrics)
         ]
         slice_rows = []
-        for j, spec in enumerate(self.slices):
-            labels = sorted({g for (jj, g) in slice_tallies if jj == j}, key=spec.order)
+        for j, spec in enumerate(suite.slices):
+            labels = sorted({g for (jj, g) in self.slice_tallies if jj == j}, key=spec.order)
             for label in labels:
-                for i, name in enumerate(self.criteria):
-                    row = slice_tallies[(j, label)][i].rate()
+                for i, name in enumerate(suite.criteria):
+                    row = self.slice_tallies[(j, label)][i].rate()
                     if row.observed + row.missing == 0:
                         continue
-                    slice_rows.append(
-                        SliceRow(label, name, row, row.observed < self.min_slice_support)
-                    )
-        checks = self._transform_checks(ordered)
+                    slice_rows.append(SliceRow(label, name, row, row.observed < suite.min_slice_support))
+        checks = [TransformCheck(t.name, *self.pairs[t.name], t.minimum_validity) for t in suite.transforms]
         gate = None
-        if self.release is not None:
+        if suite.release is not None:
             from oloproof.evaluate.gate import GateContext
 
             unchecked = {t.transform for t in checks if not t.checked}
             context = GateContext(
-                source_clusters=sources,
-                unchecked={c for c in self.criteria if self.relation_transform(c) in unchecked},
+                source_clusters=self.sources,
+                unchecked={c for c in suite.criteria if suite.relation_transform(c) in unchecked},
             )
-            gate = judge_gate(self.release, criteria, context)
-        return Summary(criteria, metrics, slice_rows, gate, ordered, sources, checks)
-
-    def _transform_checks(self, ordered: list[CaseResult]) -> list[TransformCheck]:
-        out = []
-        for t in self.transforms:
-            suffix = "~" + t.name
-            pairs = [r.case_id for r in ordered if r.case_id.endswith(suffix)]
-            labels = self.labels.get(t.name, {})
-            labelled = [labels[p] for p in pairs if p in labels]
-            out.append(TransformCheck(t.name, len(pairs), len(labelled), sum(labelled), t.minimum_validity))
-        return out
-
-
-_KIND = {"pass": 0, "fail": 1, "missing": 2, "excluded": 3}
+            gate = judge_gate(suite.release, criteria, context)
+        cases = sorted(self.cases, key=lambda r: r.position) if self.cases is not None else []
+        return Summary(criteria, metrics, slice_rows, gate, cases, self.sources, checks)
 
 
 class _Tally:

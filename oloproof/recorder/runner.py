@@ -18,7 +18,7 @@ import msgspec
 
 from oloproof.config.cases import SuiteCase, SuiteInfo
 from oloproof.errors import RecordError, UsageError
-from oloproof.evaluate.engine import CaseResult, Summary
+from oloproof.evaluate.engine import Accumulator, Summary
 from oloproof.evaluate.projector import case_rows, evaluation_key, run_row
 from oloproof.evaluate.view import fold_case
 from oloproof.events import (
@@ -193,13 +193,18 @@ class Runner:
         return run_id
 
     def execute(self, info: SuiteInfo, *, resume: str | None = None, durability: str = "full",
-                progress: Progress | None = None) -> RunOutcome:
+                progress: Progress | None = None, keep_cases: bool = True) -> RunOutcome:
         """Run (or finish) a run. Each case's events are one transaction; the projection rows
         (derived, rebuildable) follow in batches, so a case commit costs what its events cost.
         A crash can leave the projections behind the events, never the reverse: resuming, or
-        ``oloproof audit rebuild``, brings them level again."""
-        results: list[CaseResult] = []
-        done: set[str] = set()
+        ``oloproof audit rebuild``, brings them level again.
+
+        With ``keep_cases=False`` the outcome's summary has no per-case list and the run's
+        memory does not grow with the suite (only the numbers quantiles need are kept)."""
+        acc = Accumulator(self.suite, keep_cases=keep_cases,
+                          multi=None if self.project.config.metamorphic else set())
+        done: set[str] = set()  # the cases committed before a resume
+        count = 0
         errors = 0
         messages: list[str] = []
         suite = self.suite
@@ -224,13 +229,14 @@ class Runner:
                 if specs:
                     replays.attach(f"{run_id}/{view.case_id}", view, specs)
                 result = suite.evaluate_case(view)
-                results.append(result)
+                acc.add(result)
                 pending.add(case_rows(run_id, view, result, criteria, key))
             ev = RunResumed(run_id, self.clock())
             self.store.commit([StreamAppend(run_id, stored.length, [encode(ev)], [tag_of(ev)])], pending.take())
         total = info.count
+        count = len(done)
         if progress:
-            progress(len(done), total)
+            progress(count, total)
         flushed = time.monotonic()
         for position, sc in enumerate(self.project.suite_cases):
             if sc.id in done:
@@ -251,13 +257,12 @@ class Runner:
             if len(pending) >= 1000 or time.monotonic() - flushed > 2.0:
                 self.store.commit((), pending.take())
                 flushed = time.monotonic()
-            results.append(result)
-            done.add(sc.id)
+            acc.add(result)
+            count += 1
             if progress:
-                progress(len(done), total)
+                progress(count, total)
         self.finish(run_id, pending.take())
-        return RunOutcome(run_id, self.system, suite.summarize(results), errors, resume is not None,
-                          messages)
+        return RunOutcome(run_id, self.system, acc.summary(), errors, resume is not None, messages)
 
     def finish(self, run_id: str, pending: dict[str, list[tuple]] | None = None) -> None:
         stored = load_run(self.store, run_id)

@@ -136,7 +136,7 @@ def build_run_bundle(store: Any, run_id: str, out: Path) -> int:
     suite = suite_from_stored(s.config)
     from oloproof.history import evaluate_run
 
-    summary = evaluate_run(store, run_id, suite, eval_key=run_eval_key(s))
+    summary = evaluate_run(store, run_id, suite, eval_key=run_eval_key(s), keep_cases=False)
     summary_data = results_dict(run_id, s.system_name, s.system_version, suite, summary)
     service = replay_service(store, stored)
     specs = suite.fault_specs
