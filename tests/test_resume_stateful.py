@@ -56,3 +56,18 @@ def test_interrupted_stateful_run_resumes_to_the_same_results(tmp_path):
     assert 0 < replays_before < store.count_streams("replay/") == reference_replays
     assert store.verify().ok
     store.close()
+
+
+def test_a_run_without_json_keeps_no_cases_but_the_same_rows(tmp_path):
+    rows = {}
+    for keep in (True, False):
+        p = copy_example(tmp_path / f"desk-{keep}")
+        project = load_project(p)
+        info = project.prepare()
+        store = SQLiteStore(p / ".oloproof" / "log.db")
+        outcome = Runner(project, load_system(project), store).execute(info, keep_cases=keep)
+        store.close()
+        assert len(outcome.summary.cases) == (44 if keep else 0)
+        rows[keep] = (outcome.summary.criteria, outcome.summary.slices, outcome.summary.gate,
+                      outcome.summary.transforms, outcome.summary.source_clusters)
+    assert rows[True] == rows[False]
