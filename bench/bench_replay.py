@@ -80,7 +80,7 @@ def main() -> None:
     try:
         suite = make(tmp / "suite", args.cases)
         sys.path.insert(0, str(suite))
-        from oloproof.history import evaluate_run, iter_case_views, latest_run_id
+        from oloproof.history import evaluate_run, iter_case_views
         from oloproof.project import load_project, load_system
         from oloproof.recorder.runner import Runner
         from oloproof.replay.plan import change_for, plan_fault

@@ -1,6 +1,5 @@
 """CLI behaviour: help with examples, init, bad input exits 2 with nothing written."""
 
-from pathlib import Path
 
 import pytest
 
@@ -137,6 +136,8 @@ def test_invalid_record_is_reported_with_case_and_field(cli, support_project):
     app.write_text(app.read_text().replace("step_index=deletion if deletion is not None else len(steps)",
                                            "step_index=99"))
     r = cli("run", "--json", "r.json", cwd=support_project)
+    # every case missing: no-deletion cannot be decided either way
+    assert r.exit_code == 1 and "constraints[0].step_index" in r.output and "40 case(s) errored" in r.output
     import json
 
     data = json.loads((support_project / "r.json").read_text())

@@ -1,7 +1,6 @@
 """SIGKILL the runner at random points, resume, and prove nothing is lost or doubled."""
 
 import json
-import os
 import random
 import signal
 import sqlite3

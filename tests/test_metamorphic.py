@@ -240,6 +240,7 @@ def test_cached_evaluation_keeps_clusters(cli, tmp_path):
     p = make(tmp_path)
     _, data = run(cli, p)
     r = cli("eval", "latest", "--json", "e.json", cwd=p)  # same config: from the evaluations cache
+    assert r.exit_code == 0, r.output
     again = json.loads((p / "e.json").read_text())
     assert again["criteria"] == data["criteria"]
     assert {c["criterion"]: c["method"] for c in again["criteria"]}["agent_tool_refund_called"] == \

@@ -3,7 +3,6 @@
 import json
 import shutil
 
-import pytest
 
 from oloproof.evaluate.base import registry
 from oloproof.evaluate.multiagent import handoffs, route

@@ -213,6 +213,7 @@ def test_replays_are_cached_by_system_version(cli, tmp_path):
     first = run(cli, p)
     assert replay_runs() == 6 + 2  # a new run of the same version: the replays come from the cache
     ev = cli("eval", "latest", "--json", "e.json", cwd=p)
+    assert ev.exit_code == 0, ev.output
     assert replay_runs() == 8 and json.loads((p / "e.json").read_text())["cases"] == first["cases"]
     make(tmp_path, ["ignores", "recovers"], version="2")
     run(cli, p)

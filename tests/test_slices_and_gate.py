@@ -1,7 +1,7 @@
 import pytest
 
 from oloproof.config.models import ReleaseConfig
-from oloproof.evaluate.engine import CaseResult, SuiteEvaluation
+from oloproof.evaluate.engine import SuiteEvaluation
 from oloproof.evaluate.gate import judge_gate
 from oloproof.evaluate.slices import Slice, SliceSpecError
 from oloproof.stats.intervals import rate_interval

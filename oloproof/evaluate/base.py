@@ -7,7 +7,7 @@ always with a reason code.
 
 from __future__ import annotations
 
-from typing import Any, Callable, ClassVar
+from typing import Callable, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 

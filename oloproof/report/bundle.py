@@ -126,9 +126,8 @@ def write_bundle(out: Path, summary_data: dict[str, Any], details: Iterable[dict
 def build_run_bundle(store: Any, run_id: str, out: Path) -> int:
     """Everything a stored run's report needs, read from the log (nothing runs)."""
     from oloproof.evaluate.projector import run_eval_key
-    from oloproof.history import PairSources, case_view, iter_case_views, load_run, replay_service
+    from oloproof.history import PairSources, iter_case_views, load_run, replay_service
     from oloproof.project import suite_from_stored
-    from oloproof.replay.service import replays_of_case
     from oloproof.report.results import results_dict
 
     stored = load_run(store, run_id)
