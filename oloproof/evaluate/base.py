@@ -63,6 +63,10 @@ class Evaluator:
     requires: ClassVar[tuple[str, ...]] = ()
     #: evaluators that report compared paths implement ``evaluate_paths(case)``
     has_paths: ClassVar[bool] = False
+    #: (tool, fault) when the evaluator judges fault replays: the runner runs them first
+    replay_spec: tuple[str, str] | None = None
+    #: the metamorphic transform whose pairs the evaluator judges, if any
+    transform: str | None = None
 
     def __init__(self, config: EvaluatorConfig):
         self.config = config

@@ -93,26 +93,22 @@ class SuiteEvaluation:
         self.criteria = [e.criterion for e in evaluators]
         self.transforms: list[Any] = []  # TransformConfig
         self.labels: dict[str, dict[str, bool]] = {}
+        self._relations = {e.criterion: e.transform for e in evaluators if e.transform is not None}
+        from oloproof.replay.plan import FaultSpec  # pure: no I/O
+
+        #: (tool, fault) of every fault_recovery evaluator: the replays a case needs
+        self.fault_specs = [FaultSpec(*e.replay_spec) for e in evaluators if e.replay_spec is not None]
 
     def set_metamorphic(self, transforms: list[Any], labels: dict[str, dict[str, bool]]) -> None:
         self.transforms = list(transforms)
         self.labels = labels
         for e in self.evaluators:
-            if hasattr(e, "labels"):
-                e.labels = labels.get(e.config.transform, {})  # type: ignore[attr-defined]
+            if e.transform is not None:
+                e.labels = labels.get(e.transform, {})  # type: ignore[attr-defined]
 
     def relation_transform(self, criterion: str) -> str | None:
-        for e in self.evaluators:
-            if e.criterion == criterion and hasattr(e, "suffix"):
-                return e.config.transform  # type: ignore[attr-defined]
-        return None
-
-    @property
-    def fault_specs(self) -> list[Any]:
-        """(tool, fault) of every fault_recovery evaluator: the replays a case needs."""
-        from oloproof.replay.service import FaultSpec
-
-        return [FaultSpec(*e.spec) for e in self.evaluators if hasattr(e, "spec")]
+        """The transform a metamorphic criterion is about, or None."""
+        return self._relations.get(criterion)
 
     def evaluate_case(self, case: CaseView) -> CaseResult:
         paths: list[Any] = []
@@ -342,7 +338,7 @@ def build_suite(config: ProjectConfig, locator: Locator, release: ReleaseConfig 
         slices.append(sl)
     transforms = {t.name: t for t in (config.metamorphic.transforms if config.metamorphic else [])}
     for i, ev in enumerate(evaluators):
-        name = getattr(ev, "suffix", "~")[1:] if hasattr(ev, "suffix") else None
+        name = ev.transform
         if name is not None and name not in transforms:
             raise ConfigError(
                 f"{locator.where(('evaluators', i, 'transform'))}: evaluators[{i}].transform: no transform "

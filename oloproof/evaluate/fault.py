@@ -49,9 +49,9 @@ class FaultRecovery(Evaluator):
         cfg: FaultRecoveryConfig = self.config  # type: ignore[assignment]
         return f"recovers_from_{cfg.fault}_at_{cfg.tool}"
 
-    @property
-    def spec(self) -> tuple[str, str]:
-        return (self.config.tool, self.config.fault)  # type: ignore[attr-defined]
+    def __init__(self, config: EvaluatorConfig):
+        super().__init__(config)
+        self.replay_spec = (config.tool, config.fault)  # type: ignore[attr-defined]
 
     def judge(self, case: CaseView) -> Verdict:
         from oloproof.replay.fidelity import compare
@@ -61,7 +61,7 @@ class FaultRecovery(Evaluator):
         plan = plan_fault(case, cfg.tool)
         if not isinstance(plan, Plan):
             return plan  # type: ignore[return-value]
-        pair = case.replays.get(self.spec)
+        pair = case.replays.get(self.replay_spec)
         if pair is None or pair.control is None:
             return missing("replay_not_run")
         control = pair.control

@@ -42,7 +42,8 @@ class MetamorphicRelation(Evaluator):
         relation = config.relation  # type: ignore[attr-defined]
         self.requires = ((AGENT_TRAJECTORY_V1,) if relation == "same_actions" else
                          (ENVIRONMENT_STATE_V1,) if relation == "same_state" else ())
-        self.suffix = "~" + config.transform  # type: ignore[attr-defined]
+        self.transform = config.transform  # type: ignore[attr-defined]
+        self.suffix = "~" + self.transform
         self.labels: dict[str, bool] = {}
 
     def default_criterion(self) -> str:

@@ -11,6 +11,14 @@ from oloproof.events import CheckpointRecorded, canonical_json
 
 
 @dataclass(frozen=True)
+class FaultSpec:
+    """A fault an evaluator asks to replay: the first call of ``tool`` gets a ``fault`` result."""
+
+    tool: str
+    fault: str
+
+
+@dataclass(frozen=True)
 class Plan:
     checkpoint: CheckpointRecorded
     call_index: int  # the step index of the first call of the tool: the one that is faulted

@@ -79,7 +79,7 @@ def replay_run(store: Any, project_dir: str, run_id: str, fault_spec: str, *,
     escalate_tools = list(escalate)
     if not escalate_tools:
         for ev in project.suite.evaluators:
-            if getattr(ev, "spec", (None,))[0] == tool:
+            if ev.replay_spec is not None and ev.replay_spec[0] == tool:
                 escalate_tools = list(ev.config.escalate_tools)  # type: ignore[attr-defined]
                 break
     cls = registry()["fault_recovery"]

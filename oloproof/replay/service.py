@@ -23,7 +23,7 @@ from oloproof.events import (
     tag_of,
 )
 from oloproof.replay.fidelity import compare
-from oloproof.replay.plan import Plan, change_for, plan_fault
+from oloproof.replay.plan import FaultSpec, Plan, change_for, plan_fault
 from oloproof.store.base import EventStore, StreamAppend
 
 PREFIX = "replay/"
@@ -50,12 +50,6 @@ class FaultReplays:
     plan: Plan
     control: ReplayView | None = None
     fault: ReplayView | None = None
-
-
-@dataclass(frozen=True)
-class FaultSpec:
-    tool: str
-    fault: str
 
 
 def cache_key(system_name: str, version: str, fingerprint: str, plan: Plan,
