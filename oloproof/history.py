@@ -83,11 +83,19 @@ def iter_case_views(store: EventStore, run_id: str) -> Iterator[CaseView]:
         yield fold_case(events, stream)
 
 
-def case_view(store: EventStore, run_id: str, case_id: str) -> CaseView:
+def find_case_view(store: EventStore, run_id: str, case_id: str) -> CaseView | None:
+    """A committed case (with its pair source attached), or ``None``."""
     stored = store.read_stream(f"{run_id}/{case_id}")
     if not stored:
-        raise UsageError(f"run {run_id!r} has no committed case {case_id!r}")
+        return None
     return PairSources(store, run_id).attach(fold_case(decode_stored(stored), f"{run_id}/{case_id}"))
+
+
+def case_view(store: EventStore, run_id: str, case_id: str) -> CaseView:
+    view = find_case_view(store, run_id, case_id)
+    if view is None:
+        raise UsageError(f"run {run_id!r} has no committed case {case_id!r}")
+    return view
 
 
 def replay_service(store: EventStore, run: StoredRun, system: Any = None) -> Any:

@@ -20,10 +20,10 @@ def command(run: str, case: str | None, db: str | None) -> None:
     from rich.text import Text
 
     from oloproof.evaluate.projector import run_eval_key
-    from oloproof.history import case_view, evaluate_run, load_run, replay_service
+    from oloproof.history import case_view, evaluate_run, find_case_view, load_run, replay_service
     from oloproof.project import suite_from_stored
     from oloproof.replay.service import replays_of_case
-    from oloproof.errors import UsageError
+    from oloproof.report.panel import pairs_of, replay_rows
     from oloproof.report.terminal import case_panel, pair_table, render_summary, replays_table
 
     out = console()
@@ -44,26 +44,15 @@ def command(run: str, case: str | None, db: str | None) -> None:
         view = case_view(store, run_id, case)
         if suite.fault_specs:
             replay_service(store, stored).attach(f"{run_id}/{case}", view, suite.fault_specs)
-        replays = replays_of_case(store, view.fingerprint, view.case_id)
-        pairs = []  # (source, derived, transform) this case belongs to
-        for t in suite.transforms:
-            if view.case_id.endswith("~" + t.name) and view.pair_source is not None:
-                pairs.append((view.pair_source, view, t))
-            elif "~" not in view.case_id:
-                try:
-                    derived = case_view(store, run_id, f"{view.case_id}~{t.name}")
-                except UsageError:
-                    continue
-                pairs.append((view, derived, t))
+        replays = replay_rows(view, replays_of_case(store, view.fingerprint, view.case_id))
+        pairs = pairs_of(view, suite, lambda cid: find_case_view(store, run_id, cid))
     finally:
         store.close()
     result = suite.evaluate_case(view)
     out.print(case_panel(view, dict(zip(suite.criteria, result.verdicts)), result.paths))
     if replays:
         out.print(Text("replays", style="bold"))
-        out.print(replays_table(view, replays))
-    for source, derived, t in pairs:
-        judged = suite.evaluate_case(derived)
-        relation = {c: v for c, v in zip(suite.criteria, judged.verdicts) if suite.relation_transform(c) == t.name}
-        out.print(Text(f"metamorphic pair under {t.name!r}", style="bold"))
-        out.print(pair_table(source, derived, t.field, relation))
+        out.print(replays_table(replays))
+    for pair in pairs:
+        out.print(Text(f"metamorphic pair under {pair.transform.name!r}", style="bold"))
+        out.print(pair_table(pair))

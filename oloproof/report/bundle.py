@@ -8,10 +8,11 @@ when a case is opened). Data files are scripts, so the folder also works from ``
 
 from __future__ import annotations
 
-import msgspec
 from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable
+
+import msgspec
 
 from oloproof.evaluate.engine import CaseResult, SuiteEvaluation
 from oloproof.evaluate.view import NO_STATE, CaseView
@@ -37,10 +38,9 @@ def _steps(view: CaseView) -> Any:
 
 
 def case_detail(view: CaseView, result: CaseResult, suite: SuiteEvaluation, replays: list[Any],
-                derived: list[tuple[Any, CaseView, CaseResult]]) -> dict[str, Any]:
+                pairs: list[Any]) -> dict[str, Any]:
     from oloproof.evaluate.multiagent import route
-    from oloproof.replay.fidelity import compare
-    from oloproof.replay.report import after_fault
+    from oloproof.report.panel import pair_rows, replay_rows
 
     detail: dict[str, Any] = {
         "case_id": view.case_id, "input": view.input, "expected": view.expected,
@@ -49,46 +49,12 @@ def case_detail(view: CaseView, result: CaseResult, suite: SuiteEvaluation, repl
         "paths": [msgspec.to_builtins(p) for p in result.paths],
         "trajectory": _steps(view),
         "route": route(view.trajectory) if view.trajectory is not None else None,
+        "replays": [{**r, "detail": "\n".join(r["detail"])} for r in replay_rows(view, replays)],
+        "pairs": [{"transform": p.transform.name, "source": p.source.case_id, "derived": p.derived.case_id,
+                   "rows": pair_rows(p)} for p in pairs],
     }
     if view.state is not NO_STATE:
         detail["state"] = view.state
-    rows = []
-    for r in replays:
-        st = r.started
-        if st.change is None:
-            if r.error_kind is not None:
-                text = f"raised: {r.error}"
-            elif view.trajectory is not None:
-                f = compare(view, r, st.checkpoint_step)
-                text = "faithful" if f.faithful else "NOT faithful: " + canonical_json(f.first_difference).decode()
-            else:
-                text = ""
-            change = None
-        else:
-            change = f"{st.change['tool_name']} at step {st.change['step_index']}: {st.change['fault']}"
-            text = "\n".join(after_fault(r, st.change["step_index"]))
-        rows.append({"kind": r.kind, "version": st.system_version, "checkpoint": st.checkpoint_step,
-                     "change": change, "detail": text})
-    detail["replays"] = rows
-    pairs = []
-    for t, other, other_result in derived:
-        source, der = (view, other) if "~" in other.case_id else (other, view)
-        der_result = other_result if "~" in other.case_id else result
-        verdicts = {c: v for c, v in zip(suite.criteria, der_result.verdicts) if suite.relation_transform(c) == t.name}
-
-        def calls(v: CaseView) -> str:
-            if v.trajectory is None:
-                return "(no trajectory)"
-            return "; ".join(f"{s.tool_name}({canonical_json(s.arguments).decode()})" for s in v.trajectory.calls)
-
-        pair_rows = [
-            [f"input.{t.field}", source.input.get(t.field), der.input.get(t.field)],
-            ["output", source.error or source.output, der.error or der.output],
-            ["tool calls", calls(source), calls(der)],
-            ["final state", None if source.state is NO_STATE else source.state, None if der.state is NO_STATE else der.state],
-        ] + [[name, "", f"{v[0]}" + (f" ({v[1]})" if v[1] else "")] for name, v in verdicts.items()]
-        pairs.append({"transform": t.name, "source": source.case_id, "derived": der.case_id, "rows": pair_rows})
-    detail["pairs"] = pairs
     return detail
 
 
@@ -126,14 +92,14 @@ def write_bundle(out: Path, summary_data: dict[str, Any], details: Iterable[dict
 def build_run_bundle(store: Any, run_id: str, out: Path) -> int:
     """Everything a stored run's report needs, read from the log (nothing runs)."""
     from oloproof.evaluate.projector import run_eval_key
-    from oloproof.history import PairSources, iter_case_views, load_run, replay_service
+    from oloproof.history import case_view, evaluate_run, find_case_view, load_run, replay_service
     from oloproof.project import suite_from_stored
+    from oloproof.report.panel import pairs_of
     from oloproof.report.results import results_dict
 
     stored = load_run(store, run_id)
     s = stored.started
     suite = suite_from_stored(s.config)
-    from oloproof.history import evaluate_run
 
     summary = evaluate_run(store, run_id, suite, eval_key=run_eval_key(s), keep_cases=False)
     summary_data = results_dict(run_id, s.system_name, s.system_version, suite, summary)
@@ -144,26 +110,14 @@ def build_run_bundle(store: Any, run_id: str, out: Path) -> int:
         replay_index.setdefault(r.started.case_id + "\x00" + r.started.fingerprint, []).append(r)
 
     def details() -> Iterable[dict[str, Any]]:
-        pairs = PairSources(store, run_id)
-        views = sorted(iter_case_views(store, run_id), key=lambda v: v.position)
-        by_id = {v.case_id: v for v in views}
-        for view in views:
+        # in suite order, one case read at a time: the run is never all in memory
+        for row in sorted(store.iter_projection("cases", run_id=run_id), key=lambda r: r["position"]):
+            view = case_view(store, run_id, row["case_id"])
             if specs:
                 service.attach(f"{run_id}/{view.case_id}", view, specs)
-            pairs.attach(view)
-            result = suite.evaluate_case(view)
-            derived = []
-            for t in suite.transforms:
-                if view.case_id.endswith("~" + t.name) and view.pair_source is not None:
-                    src = by_id.get(view.pair_source.case_id, view.pair_source)
-                    derived.append((t, src, suite.evaluate_case(src)))
-                elif "~" not in view.case_id and f"{view.case_id}~{t.name}" in by_id:
-                    d = by_id[f"{view.case_id}~{t.name}"]
-                    if d.pair_source is None:
-                        d.pair_source = view
-                    derived.append((t, d, suite.evaluate_case(d)))
-            yield case_detail(view, result, suite, replay_index.get(view.case_id + "\x00" + view.fingerprint, []),
-                              derived)
+            pairs = pairs_of(view, suite, lambda cid: find_case_view(store, run_id, cid))
+            yield case_detail(view, suite.evaluate_case(view), suite,
+                              replay_index.get(view.case_id + "\x00" + view.fingerprint, []), pairs)
 
     return write_bundle(out, summary_data, details(), suite.criteria)
 

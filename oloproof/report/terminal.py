@@ -176,52 +176,21 @@ def case_panel(view: CaseView, verdicts: dict[str, tuple[str, str | None]], path
     return Group(*parts)
 
 
-def replays_table(view: CaseView, replays: list[Any]) -> Table:
-    """The case's stored replays: control fidelity, the faulted step, what happened after."""
-    from oloproof.replay.fidelity import compare
-    from oloproof.replay.report import after_fault
-
+def replays_table(rows: list[dict[str, Any]]) -> Table:
+    """A case's stored replays (rows from :func:`oloproof.report.panel.replay_rows`)."""
     t = _table("replay", "version", "checkpoint", "change", "fidelity / after the change")
-    for r in sorted(replays, key=lambda r: (r.started.system_version, r.kind != "control")):
-        st = r.started
-        cp = f"before step {st.checkpoint_step}" + (f" ({st.checkpoint_id})" if st.checkpoint_id else "")
-        if st.change is None:
-            change = "none (control)"
-            if r.error_kind is not None:
-                detail = f"raised: {r.error}"
-            elif view.trajectory is not None:
-                f = compare(view, r, st.checkpoint_step)
-                d = f.first_difference or {}
-                detail = "faithful" if f.faithful else "NOT faithful: " + (
-                    d.get("message") or f"step {d.get('step')}: recorded {d.get('recorded')}, "
-                                        f"replayed {d.get('replayed')}")
-            else:
-                detail = ""
-        else:
-            change = f"{st.change['tool_name']} at step {st.change['step_index']}: {st.change['fault']}"
-            detail = "; ".join(after_fault(r, st.change["step_index"]))
-        t.add_row(r.kind, st.system_version, cp, change, detail)
+    for r in rows:
+        cp = f"before step {r['checkpoint']}" + (f" ({r['checkpoint_id']})" if r["checkpoint_id"] else "")
+        t.add_row(r["kind"], r["version"], cp, r["change"] or "none (control)", "; ".join(r["detail"]))
     return t
 
 
-def pair_table(source: CaseView, derived: CaseView, field: str | None,
-               verdicts: dict[str, tuple[str, str | None]]) -> Table:
-    """A metamorphic pair side by side: what changed in the request, and in the world."""
-    def calls(v: CaseView) -> str:
-        if v.trajectory is None:
-            return "(no trajectory)"
-        from oloproof.events import canonical_json
+def pair_table(pair: Any) -> Table:
+    """A metamorphic pair side by side (a :class:`oloproof.report.panel.Pair`)."""
+    from oloproof.report.panel import pair_rows
 
-        return "; ".join(f"{s.tool_name}({canonical_json(s.arguments).decode()})" for s in v.trajectory.calls) or "(none)"
-
-    t = _table("", source.case_id, derived.case_id)
-    if field is not None:
-        t.add_row(f"input.{field}", _short(source.input.get(field), 80), _short(derived.input.get(field), 80))
-    t.add_row("output", _short(source.output, 80) if not source.error else f"error: {source.error}",
-              _short(derived.output, 80) if not derived.error else f"error: {derived.error}")
-    t.add_row("tool calls", calls(source), calls(derived))
-    t.add_row("final state", _value(source.state, 160) if source.state is not NO_STATE else "(none)",
-              _value(derived.state, 160) if derived.state is not NO_STATE else "(none)")
-    for name, (verdict, reason) in verdicts.items():
-        t.add_row(name, "", verdict + (f" ({reason})" if reason else ""))
+    t = _table("", pair.source.case_id, pair.derived.case_id)
+    for label, a, b in pair_rows(pair):
+        width = 160 if label == "final state" else 80
+        t.add_row(label, _value(a, width) if a != "" else "", _value(b, width) if b != "" else "")
     return t

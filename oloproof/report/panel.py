@@ -1,0 +1,93 @@
+"""What a case panel shows beyond the case itself — its replays and its metamorphic pairs —
+as plain rows, rendered by the terminal (``oloproof show``) and the HTML report alike."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from oloproof.evaluate.engine import SuiteEvaluation
+from oloproof.evaluate.view import NO_STATE, CaseView
+from oloproof.events import canonical_json
+
+
+@dataclass
+class Pair:
+    transform: Any  # TransformConfig
+    source: CaseView
+    derived: CaseView
+    verdicts: dict[str, tuple[str, str | None]]  # the relation criteria, judged on the derived case
+
+
+def pairs_of(view: CaseView, suite: SuiteEvaluation, load: Any) -> list[Pair]:
+    """The metamorphic pairs ``view`` belongs to. ``load(case_id)`` returns a case's view (with
+    its pair source attached) or ``None`` when the run has no such case."""
+    out = []
+    for t in suite.transforms:
+        if view.case_id.endswith("~" + t.name):
+            source, derived = view.pair_source, view
+        elif "~" not in view.case_id:
+            source, derived = view, load(f"{view.case_id}~{t.name}")
+            if derived is not None and derived.pair_source is None:
+                derived.pair_source = view
+        else:
+            continue
+        if source is None or derived is None:
+            continue
+        judged = suite.evaluate_case(derived)
+        verdicts = {c: v for c, v in zip(suite.criteria, judged.verdicts) if suite.relation_transform(c) == t.name}
+        out.append(Pair(t, source, derived, verdicts))
+    return out
+
+
+def calls_text(view: CaseView) -> str:
+    if view.trajectory is None:
+        return "(no trajectory)"
+    return "; ".join(f"{s.tool_name}({canonical_json(s.arguments).decode()})" for s in view.trajectory.calls) or "(none)"
+
+
+def pair_rows(pair: Pair) -> list[list[Any]]:
+    """[label, source value, derived value] rows: the request field, the output, the tool
+    calls, the final state, then each relation's verdict."""
+    s, d, field = pair.source, pair.derived, pair.transform.field
+
+    def state(v: CaseView) -> Any:
+        return None if v.state is NO_STATE else v.state
+
+    rows: list[list[Any]] = [
+        [f"input.{field}", s.input.get(field), d.input.get(field)],
+        ["output", f"error: {s.error}" if s.error else s.output, f"error: {d.error}" if d.error else d.output],
+        ["tool calls", calls_text(s), calls_text(d)],
+        ["final state", state(s), state(d)],
+    ]
+    rows += [[name, "", v[0] + (f" ({v[1]})" if v[1] else "")] for name, v in pair.verdicts.items()]
+    return rows
+
+
+def replay_rows(view: CaseView, replays: list[Any]) -> list[dict[str, Any]]:
+    """One row per stored replay: its kind, version, checkpoint, change, and either the
+    control replay's fidelity or what the agent did after the fault."""
+    from oloproof.replay.fidelity import compare
+    from oloproof.replay.report import after_fault
+
+    rows = []
+    for r in sorted(replays, key=lambda r: (r.started.system_version, r.kind != "control")):
+        st = r.started
+        if st.change is None:
+            change = None
+            if r.error_kind is not None:
+                detail = [f"raised: {r.error}"]
+            elif view.trajectory is not None:
+                f = compare(view, r, st.checkpoint_step)
+                d = f.first_difference or {}
+                detail = ["faithful" if f.faithful else "NOT faithful: " + (
+                    d.get("message") or f"step {d.get('step')}: recorded {d.get('recorded')}, "
+                                        f"replayed {d.get('replayed')}")]
+            else:
+                detail = []
+        else:
+            change = f"{st.change['tool_name']} at step {st.change['step_index']}: {st.change['fault']}"
+            detail = after_fault(r, st.change["step_index"])
+        rows.append({"kind": r.kind, "version": st.system_version, "checkpoint": st.checkpoint_step,
+                     "checkpoint_id": st.checkpoint_id, "change": change, "detail": detail})
+    return rows
