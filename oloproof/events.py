@@ -190,6 +190,24 @@ def decode_many(payloads: list[bytes]) -> list[Event]:
         return [decode(p) for p in payloads]
 
 
+def decode_stream(stream: str, payloads: list[bytes], start: int = 0) -> list[Event]:
+    """Decode one stream's payloads; an undecodable one is a
+    :class:`~oloproof.errors.CorruptLogError` naming the stream and the sequence."""
+    try:
+        return decode_many(payloads)
+    except Exception:
+        pass
+    from oloproof.errors import CorruptLogError
+
+    out = []
+    for seq, payload in enumerate(payloads, start):  # find the culprit for the message
+        try:
+            out.append(decode(payload))
+        except Exception as e:
+            raise CorruptLogError(f"event {stream!r} #{seq} cannot be decoded: {e}") from e
+    return out
+
+
 def chain_digest(previous: str, stream: str, sequence: int, payload: bytes) -> str:
     """The hash-chain digest of one event: SHA-256 over the previous digest, the stream, the
     sequence and the canonical payload (so no event can be altered, moved or dropped unseen)."""

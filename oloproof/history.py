@@ -9,7 +9,7 @@ from oloproof.errors import CorruptLogError, UsageError
 from oloproof.evaluate.engine import SuiteEvaluation, Summary
 from oloproof.evaluate.projector import RunProjector, decode_stored
 from oloproof.evaluate.view import CaseView, fold_case
-from oloproof.events import RunFinished, RunResumed, RunStarted, decode_many
+from oloproof.events import RunFinished, RunResumed, RunStarted, decode_stream
 from oloproof.store.base import EventStore
 
 
@@ -76,11 +76,7 @@ class PairSources:
 def iter_case_views(store: EventStore, run_id: str) -> Iterator[CaseView]:
     """Every committed case of a run, folded from its events (in stream order)."""
     for stream, payloads in store.iter_streams(run_id + "/"):
-        try:
-            events = decode_many(payloads)
-        except Exception as e:
-            raise CorruptLogError(f"stream {stream!r} holds an event that cannot be decoded: {e}") from e
-        yield fold_case(events, stream)
+        yield fold_case(decode_stream(stream, payloads), stream)
 
 
 def find_case_view(store: EventStore, run_id: str, case_id: str) -> CaseView | None:

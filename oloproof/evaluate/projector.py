@@ -16,7 +16,7 @@ import msgspec
 from oloproof.errors import CorruptLogError
 from oloproof.evaluate.engine import CaseResult, SuiteEvaluation
 from oloproof.evaluate.view import CaseView, fold_case
-from oloproof.events import RunFinished, RunStarted, canonical_json, decode, decode_many
+from oloproof.events import RunFinished, RunStarted, canonical_json, decode_stream
 from oloproof.store.base import StoredEvent
 
 
@@ -86,17 +86,9 @@ def case_rows(run_id: str, view: CaseView, result: CaseResult, criteria: list[st
 
 
 def decode_stored(events: list[StoredEvent]) -> list[Any]:
-    try:
-        return decode_many([ev.payload for ev in events])
-    except Exception:
-        pass
-    out = []
-    for ev in events:  # find the culprit for the message
-        try:
-            out.append(decode(ev.payload))
-        except Exception as e:
-            raise CorruptLogError(f"event {ev.stream!r} #{ev.seq} ({ev.type}) cannot be decoded: {e}") from e
-    return out
+    if not events:
+        return []
+    return decode_stream(events[0].stream, [ev.payload for ev in events], events[0].seq)
 
 
 class RunProjector:

@@ -19,6 +19,7 @@ from oloproof.events import (
     ReplayStarted,
     canonical_json,
     decode_many,
+    decode_stream,
     encode,
     tag_of,
 )
@@ -96,7 +97,7 @@ class ReplayService:
         if key in self._cache:
             return self._cache[key]
         stored = self.store.read_stream(PREFIX + key)
-        view = fold_replay(decode_many([e.payload for e in stored]), PREFIX + key) if stored else None
+        view = fold_replay(decode_stream(PREFIX + key, [e.payload for e in stored]), PREFIX + key) if stored else None
         self._cache[key] = view
         return view
 
@@ -156,7 +157,7 @@ def replays_of_case(store: EventStore, fingerprint: str, case_id: str) -> list[R
     """Every stored replay of a case (any system version), for the case panel."""
     out = []
     for stream, payload in store.stream_heads(PREFIX):
-        head = decode_many([payload])[0]
+        head = decode_stream(stream, [payload])[0]
         if isinstance(head, ReplayStarted) and head.fingerprint == fingerprint and head.case_id == case_id:
-            out.append(fold_replay(decode_many([e.payload for e in store.read_stream(stream)]), stream))
+            out.append(fold_replay(decode_stream(stream, [e.payload for e in store.read_stream(stream)]), stream))
     return out

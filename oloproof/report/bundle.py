@@ -123,7 +123,7 @@ def build_run_bundle(store: Any, run_id: str, out: Path) -> int:
 
 
 def replays_of_case_all(store: Any) -> list[Any]:
-    from oloproof.events import decode_many
+    from oloproof.events import decode_stream
     from oloproof.replay.service import PREFIX, fold_replay
 
-    return [fold_replay(decode_many(payloads), stream) for stream, payloads in store.iter_streams(PREFIX)]
+    return [fold_replay(decode_stream(stream, payloads), stream) for stream, payloads in store.iter_streams(PREFIX)]
