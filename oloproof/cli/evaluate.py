@@ -25,7 +25,7 @@ def command(run: str, json_path: str | None, db: str | None, project_dir: str) -
     from oloproof.history import evaluate_run, load_run
     from oloproof.project import load_project
     from oloproof.report.results import results_dict
-    from oloproof.report.terminal import render_summary
+    from oloproof.report.terminal import summary_view
 
     project = load_project(project_dir)
     project.prepare()  # labels and transforms as they are now
@@ -38,8 +38,8 @@ def command(run: str, json_path: str | None, db: str | None, project_dir: str) -
                                keep_cases=bool(json_path))
     finally:
         store.close()
-    render_summary(console(), summary, run_id=run_id, system=f"{s.system_name} {s.system_version}",
-                   min_support=project.config.min_slice_support)
+    console().print(summary_view(summary, run_id=run_id, system=f"{s.system_name} {s.system_version}",
+                   min_support=project.config.min_slice_support))
     if json_path:
         write_json(json_path, results_dict(run_id, s.system_name, s.system_version, project.suite, summary))
     sys.exit(summary.gate.exit_code if summary.gate else 0)

@@ -31,7 +31,7 @@ def command(json_path: str | None, db: str | None, resume: str | None, durabilit
     from oloproof.project import load_project, load_system
     from oloproof.recorder.runner import Runner
     from oloproof.report.results import results_dict
-    from oloproof.report.terminal import render_summary
+    from oloproof.report.terminal import summary_view
 
     project = load_project(project_dir)
     info = project.prepare()  # every case, derived case and label checked before anything runs
@@ -54,8 +54,8 @@ def command(json_path: str | None, db: str | None, resume: str | None, durabilit
     finally:
         store.close()
     summary = outcome.summary
-    render_summary(out, summary, run_id=outcome.run_id, system=f"{system.name} {system.version}",
-                   min_support=project.config.min_slice_support)
+    out.print(summary_view(summary, run_id=outcome.run_id, system=f"{system.name} {system.version}",
+                   min_support=project.config.min_slice_support))
     if outcome.errors:
         for message in outcome.error_messages:
             click.echo(f"error in {message}", err=True)

@@ -24,7 +24,7 @@ def command(run: str, case: str | None, db: str | None) -> None:
     from oloproof.project import suite_from_stored
     from oloproof.replay.service import replays_of_case
     from oloproof.report.panel import pairs_of, replay_rows
-    from oloproof.report.terminal import case_panel, pair_table, render_summary, replays_table
+    from oloproof.report.terminal import case_panel, pair_table, summary_view, replays_table
 
     out = console()
     store = open_log(db)
@@ -36,8 +36,8 @@ def command(run: str, case: str | None, db: str | None) -> None:
             summary = evaluate_run(store, run_id, suite, eval_key=run_eval_key(stored.started),
                                    keep_cases=False)
             s = stored.started
-            render_summary(out, summary, run_id=run_id, system=f"{s.system_name} {s.system_version}",
-                           min_support=suite.min_slice_support)
+            out.print(summary_view(summary, run_id=run_id, system=f"{s.system_name} {s.system_version}",
+                           min_support=suite.min_slice_support))
             if not stored.complete:
                 out.print(f"run {run_id} is incomplete: finish it with 'oloproof run --resume {run_id}'")
             return

@@ -286,9 +286,3 @@ class Runner:
         if problems:
             raise UsageError(f"cannot resume run {s.run_id!r}: " + "; ".join(problems)
                              + ". Start a new run instead.")
-
-
-def run_cases(project: Project, system: LoadedSystem, store: EventStore, info: SuiteInfo,
-              **kwargs: Any) -> RunOutcome:
-    return Runner(project, system, store).execute(info, **kwargs)
-

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich import box
-from rich.console import Console, Group
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
@@ -79,18 +79,16 @@ def gate_table(summary: Summary) -> Table:
     return t
 
 
-def render_summary(console: Console, summary: Summary, *, run_id: str, system: str,
-                   min_support: int) -> None:
-    console.print(Text(f"run {run_id} · {system}", style="bold"))
-    console.print(criteria_table(summary))
+def summary_view(summary: Summary, *, run_id: str, system: str, min_support: int) -> Group:
+    """A run's results as one renderable: criteria and metrics, slices, the gate."""
+    parts: list[Any] = [Text(f"run {run_id} · {system}", style="bold"), criteria_table(summary)]
     if summary.slices:
-        console.print(Text("slices (descriptive; slices never gate)", style="bold"))
-        console.print(slices_table(summary, min_support))
+        parts += [Text("slices (descriptive; slices never gate)", style="bold"), slices_table(summary, min_support)]
     if summary.gate is not None:
-        console.print(Text(f"gate: {summary.gate.decision}", style="bold"))
-        console.print(gate_table(summary))
+        parts += [Text(f"gate: {summary.gate.decision}", style="bold"), gate_table(summary)]
     else:
-        console.print("gate: none (no release: in oloproof.yaml)")
+        parts.append(Text("gate: none (no release: in oloproof.yaml)"))
+    return Group(*parts)
 
 
 def runs_table(rows: list[dict]) -> Table:
