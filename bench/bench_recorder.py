@@ -16,7 +16,8 @@ import time
 import msgspec
 
 from oloproof import AgentStep, Case, tool
-from oloproof.recorder.case import _CURRENT, CaseRecorder
+from oloproof.recorder.case import CaseRecorder
+from oloproof.system import _CURRENT
 
 BATCH = 1000
 

@@ -80,8 +80,8 @@ def main() -> None:
     try:
         suite = make(tmp / "suite", args.cases)
         sys.path.insert(0, str(suite))
-        from oloproof.history import evaluate_run, iter_case_views
-        from oloproof.project import load_project, load_system
+        from oloproof.app.runs import evaluate_run, iter_case_views
+        from oloproof.app.project import load_project, load_system
         from oloproof.recorder.runner import Runner
         from oloproof.replay.plan import change_for, plan_fault
         from oloproof.replay.service import ReplayService
@@ -106,7 +106,7 @@ def main() -> None:
             store.commit([StreamAppend(f"{run_id}/{sc.id}", 0, payloads, types)])
             fresh.append(time.perf_counter() - t0)
             if position < 200:  # the pair, timed on its own for 200 cases
-                from oloproof.evaluate.view import fold_case
+                from oloproof.views import fold_case
                 from oloproof.events import decode_many
 
                 view = fold_case(decode_many(payloads), f"{run_id}/{sc.id}")

@@ -132,8 +132,8 @@ def main() -> None:
         # eval over the stored run: whole process, and the evaluation loop alone
         t_eval, _, _ = timed(oloproof_cmd("eval", "latest"), suite)
         sys.path.insert(0, str(suite))
-        from oloproof.history import evaluate_run, latest_run_id
-        from oloproof.project import load_project
+        from oloproof.app.runs import evaluate_run, latest_run_id
+        from oloproof.app.project import load_project
         from oloproof.store import SQLiteStore
 
         store = SQLiteStore(suite / ".oloproof" / "log.db")

@@ -84,7 +84,7 @@ def main() -> None:
           f"ratio {best_ours / best_raw:.2f}× (canonical JSON of 1 MB ≈ 3 ms of it)")
 
     from oloproof.evaluate.base import registry
-    from oloproof.evaluate.view import CaseView
+    from oloproof.views import CaseView
 
     recorded = {"items": {f"k{i:05d}": {"v": i, "tag": "a"} for i in range(5000)}}
     expected = {"state": recorded}

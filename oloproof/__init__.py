@@ -5,7 +5,7 @@ what ``__all__`` lists; everything else is private and may change.
 """
 
 from oloproof.errors import OloproofError
-from oloproof.recorder import Replayable, Stateful, current_case, system, tool
+from oloproof.system import Replayable, Stateful, current_case, system, tool
 from oloproof.records import AgentCheckpoint, AgentConstraintCheck, AgentStep, AgentTrajectory, Case
 
 __version__ = "0.1.0"

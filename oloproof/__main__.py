@@ -1,3 +1,4 @@
 from oloproof.cli.main import main
 
-main()
+if __name__ == "__main__":  # not when a spawned worker process imports the main module
+    main()

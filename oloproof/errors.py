@@ -12,6 +12,8 @@
         ├── CorruptLogError   the log cannot be read as Oloproof events
         └── DuplicateEventError  a (stream, sequence) already exists; the batch rolled back
 
+    Interrupted (a BaseException)  the run was stopped (Ctrl-C): never recorded as a case's error
+
 Backend errors (sqlite3, pydantic, yaml) are translated at the boundary with
 ``raise ... from e`` so callers only ever catch these.
 """
@@ -59,3 +61,9 @@ class CorruptLogError(StoreError):
 
 class DuplicateEventError(StoreError):
     """An event with the same (stream, sequence) exists; the whole batch rolled back."""
+
+
+class Interrupted(BaseException):
+    """The run was interrupted by its operator (Ctrl-C). Unlike a ``KeyboardInterrupt`` that a
+    system under test raises itself (recorded as that case's error), this ends the run; the
+    cases committed so far are kept."""

@@ -82,6 +82,10 @@ class StepRecorded(Event, frozen=True, tag="step.v1"):
     #: the tool raised: ``result`` is ``{"error": {"type", "message"}}`` and a replay from the
     #: tape raises again (see oloproof.replay.tape)
     raised: bool = False
+    #: for a case whose agent ran concurrent asyncio tasks: the step's entry in the case's
+    #: task tree (the ticks of the tasks it ran in, then its own); steps are ordered by it,
+    #: and the replay tape answers concurrent calls by it (see oloproof.recorder.case)
+    branch: list[int] | None = None
 
 
 class ConstraintRecorded(Event, frozen=True, tag="constraint.v1"):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from oloproof.evaluate.view import CaseView, TrajectoryView
+from oloproof.views import CaseView, TrajectoryView
 from oloproof.events import ConstraintRecorded, StepRecorded
 
 

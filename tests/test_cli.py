@@ -58,7 +58,7 @@ def test_init_unknown_example(cli, tmp_path):
 
 
 def test_copy_example_outside_target_is_refused(tmp_path, monkeypatch):
-    from oloproof import examples
+    from oloproof.app import examples
     from oloproof.errors import UsageError
 
     src = tmp_path / "src" / "evil"

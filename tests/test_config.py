@@ -3,7 +3,7 @@
 import pytest
 
 from oloproof.errors import ConfigError
-from oloproof.project import load_project, load_system
+from oloproof.app.project import load_project, load_system
 from tests.conftest import write
 
 GOOD = """\

@@ -7,7 +7,7 @@ import shutil
 from oloproof.evaluate.base import registry
 from oloproof.evaluate.multiagent import handoffs, route
 from oloproof.evaluate.slices import Slice
-from oloproof.evaluate.view import TrajectoryView
+from oloproof.views import TrajectoryView
 from oloproof.events import StepRecorded
 from tests.conftest import EXAMPLES, write
 from tests.helpers import view

@@ -4,7 +4,8 @@ import pytest
 from oloproof import AgentConstraintCheck, AgentStep, AgentTrajectory, Case, current_case, tool
 from oloproof.errors import RecordError
 from oloproof.events import encode
-from oloproof.recorder.case import _CURRENT, CaseRecorder
+from oloproof.recorder.case import CaseRecorder
+from oloproof.system import _CURRENT
 
 
 def in_case(fn, case_id="c1"):

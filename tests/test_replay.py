@@ -183,10 +183,9 @@ def test_a_non_deterministic_agent_is_caught_by_the_control_replay(cli, tmp_path
 
 
 def test_control_divergence_reports_the_first_differing_step(tmp_path):
-    from oloproof.evaluate.view import CaseView, TrajectoryView
     from oloproof.events import ReplayStarted, StepRecorded
     from oloproof.replay.fidelity import compare
-    from oloproof.replay.service import ReplayView
+    from oloproof.views import CaseView, ReplayView, TrajectoryView
 
     def traj(arg):
         return TrajectoryView([StepRecorded(1, "tool_call", "a", {"x": 1}), StepRecorded(2, "tool_result", "a", None, 1),
@@ -304,7 +303,7 @@ def run(case):
 def test_a_tool_that_raised_raises_again_from_the_tape():
     from oloproof import Case, tool
     from oloproof.events import StepRecorded
-    from oloproof.recorder.case import _CURRENT
+    from oloproof.system import _CURRENT
     from oloproof.replay.tape import ReplayedToolError, TapeRecorder
 
     calls = []

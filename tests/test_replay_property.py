@@ -5,14 +5,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from oloproof import Case, Stateful, current_case, tool
-from oloproof.evaluate.view import fold_case
-from oloproof.events import CaseStarted, decode_many, encode
-from oloproof.project import LoadedSystem
-from oloproof.recorder.case import _CURRENT, CaseRecorder
+from oloproof.views import fold_case
+from oloproof.events import CaseStarted, ReplayStarted, decode_many, encode
+from oloproof.recorder.case import CaseRecorder
+from oloproof.system import _CURRENT
 from oloproof.replay.engine import run_replay
 from oloproof.replay.fidelity import compare
 from oloproof.replay.plan import Plan, change_for
-from oloproof.replay.service import ReplayStarted, fold_replay
+from oloproof.system import SystemFactory
+from oloproof.views import fold_replay
 
 
 class Counter(Stateful):
@@ -44,6 +45,12 @@ class Counter(Stateful):
         return {"state": dict(self.state)}
 
 
+def events(recorded):
+    from oloproof.events import decode
+
+    return [decode(p) for p in recorded[0]]
+
+
 plans = st.lists(st.tuples(st.sampled_from(["add", "read"]), st.sampled_from(["a", "b", "c"]),
                            st.integers(-5, 5)), min_size=1, max_size=8)
 
@@ -68,18 +75,18 @@ def record(desk, plan):
 @given(plan=plans, which=st.integers(0, 7), fault=st.sampled_from(["error", "timeout", "malformed"]))
 def test_control_replay_reproduces_any_checkpoint(plan, which, fault):
     desk = Counter()
-    system = LoadedSystem("counter", "1", ("agent_trajectory/v1", "environment_state/v1"), desk, desk, desk)
+    system = SystemFactory("counter", "1", ("agent_trajectory/v1", "environment_state/v1"), desk, "desk").make_slot()
     view = record(desk, plan)
     checkpoints = view.trajectory.checkpoints
     assert len(checkpoints) == len(plan)  # one before every decorated call
     cp = checkpoints[which % len(checkpoints)]
     p = Plan(cp, cp.step_index)
     started = ReplayStarted("k", "control", "c", "r/c", "f", "counter", "1", cp.step_index)
-    control = fold_replay(decode_many([encode(e) for e in [started, *run_replay(system, view, p, None)]]), "x")
+    control = fold_replay(decode_many([encode(e) for e in [started, *events(run_replay(system, view, p, None))]]), "x")
     assert compare(view, control, cp.step_index).faithful
     tool_name = view.trajectory.steps[cp.step_index - 1].tool_name
     faulted = fold_replay(decode_many([encode(e) for e in
-                                       [started, *run_replay(system, view, p, change_for(p, tool_name, fault))]]), "x")
+                                       [started, *events(run_replay(system, view, p, change_for(p, tool_name, fault)))]]), "x")
     assert faulted.injected and not faulted.diverged
     # the tape before the fault is replayed step for step
     before = [s for s in view.trajectory.steps if s.index < cp.step_index]

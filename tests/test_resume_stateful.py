@@ -5,8 +5,8 @@ import shutil
 
 import pytest
 
-from oloproof.project import load_project, load_system
-from oloproof.recorder.runner import Runner
+from oloproof.app.project import load_project, load_system
+from oloproof.app.run import run_suite
 from oloproof.report.results import results_dict
 from oloproof.store import SQLiteStore
 from tests.conftest import EXAMPLES
@@ -18,7 +18,7 @@ def copy_example(target):
 
 
 def results_of(outcome, project):
-    data = results_dict(outcome.run_id, outcome.system.name, outcome.system.version, project.suite, outcome.summary)
+    data = results_dict(outcome.run_id, outcome.system_name, outcome.system_version, project.suite, outcome.summary)
     data.pop("run_id")
     return data
 
@@ -28,7 +28,7 @@ def test_interrupted_stateful_run_resumes_to_the_same_results(tmp_path):
     project = load_project(reference)
     info = project.prepare()
     store = SQLiteStore(reference / ".oloproof" / "log.db")
-    expected = results_of(Runner(project, load_system(project), store).execute(info), project)
+    expected = results_of(run_suite(project, load_system(project), store, info), project)
     reference_replays = store.count_streams("replay/")
     store.close()
 
@@ -42,13 +42,12 @@ def test_interrupted_stateful_run_resumes_to_the_same_results(tmp_path):
         if done == 15:
             raise KeyboardInterrupt
 
-    runner = Runner(project, system, store)
     with pytest.raises(KeyboardInterrupt):
-        runner.execute(info, progress=stop_after_fifteen)
+        run_suite(project, system, store, info, progress=stop_after_fifteen)
     run_id = store.projection("runs")[0]["run_id"]
     assert store.count_streams(run_id + "/") == 15
     replays_before = store.count_streams("replay/")
-    outcome = Runner(project, system, store).execute(info, resume=run_id)
+    outcome = run_suite(project, system, store, info, resume=run_id)
     assert outcome.run_id == run_id
     assert results_of(outcome, project) == expected
     assert store.count_streams(run_id + "/") == 44
@@ -65,7 +64,7 @@ def test_a_run_without_json_keeps_no_cases_but_the_same_rows(tmp_path):
         project = load_project(p)
         info = project.prepare()
         store = SQLiteStore(p / ".oloproof" / "log.db")
-        outcome = Runner(project, load_system(project), store).execute(info, keep_cases=keep)
+        outcome = run_suite(project, load_system(project), store, info, keep_cases=keep)
         store.close()
         assert len(outcome.summary.cases) == (44 if keep else 0)
         rows[keep] = (outcome.summary.criteria, outcome.summary.slices, outcome.summary.gate,

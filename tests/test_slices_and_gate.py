@@ -66,7 +66,7 @@ def test_min_slice_support_marks_rows():
     cls = registry()["agent_max_steps"]
     ev = cls(cls.config_model.model_validate({"type": "agent_max_steps", "max_steps": 100}))
     suite = SuiteEvaluation([ev], [], [Slice.parse("first_tool")], 3, None)
-    results = [suite.evaluate_case(view(calls(t), case_id=f"c{i}")) for i, t in
+    results = [suite.evaluate(view(calls(t), case_id=f"c{i}"), replays={}, pair_source=None) for i, t in
                enumerate(["a", "a", "a", "b", "b"])]
     rows = {r.slice: r for r in suite.summarize(results).slices}
     assert rows["first_tool=a"].low_support is False and rows["first_tool=a"].interval.observed == 3

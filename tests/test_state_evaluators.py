@@ -5,7 +5,7 @@ from pydantic import ValidationError
 
 from oloproof.evaluate.base import registry
 from oloproof.evaluate.paths import ABSENT, PathError, equal, format_path, parse_path, resolve
-from oloproof.evaluate.view import NO_STATE
+from oloproof.views import NO_STATE
 from tests.helpers import view
 
 
@@ -15,10 +15,10 @@ def make(type_name, **cfg):
 
 
 def state_view(state=NO_STATE, expected=None, initial=None, error=None):
-    v = view(None, expected=expected or {}, error=error)
-    v.state = state
-    v.initial_state = initial
-    return v
+    import dataclasses
+
+    return dataclasses.replace(view(None, expected=expected or {}, error=error), state=state,
+                               initial_state=initial)
 
 
 INITIAL = {"orders": {"ord-001": {"status": "delivered", "amount": 40.0},

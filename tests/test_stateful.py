@@ -5,7 +5,7 @@ import json
 import pytest
 
 from oloproof.errors import ConfigError
-from oloproof.project import load_project
+from oloproof.app.project import load_project
 from tests.conftest import EXAMPLES, write
 
 CONFIG = """\
@@ -75,7 +75,7 @@ def test_no_case_sees_another_cases_state_even_after_a_crash(cli, tmp_path):
     ]
     p = project(tmp_path, cases)
     _, data = run_json(cli, p)
-    from oloproof.history import case_view, latest_run_id
+    from oloproof.app.runs import case_view, latest_run_id
     from oloproof.store import SQLiteStore
 
     store = SQLiteStore(p / ".oloproof" / "log.db")
@@ -176,7 +176,7 @@ def test_fingerprint_is_stored_and_covers_initial_state(cli, tmp_path):
     p = project(tmp_path, cases)
     run_json(cli, p)
     from oloproof.events import case_fingerprint
-    from oloproof.history import case_view, latest_run_id
+    from oloproof.app.runs import case_view, latest_run_id
     from oloproof.store import SQLiteStore
 
     store = SQLiteStore(p / ".oloproof" / "log.db")

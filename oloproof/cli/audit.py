@@ -55,7 +55,7 @@ def rebuild(db: str | None) -> None:
     Example:
       oloproof audit rebuild
     """
-    from oloproof.history import rebuild_projections
+    from oloproof.app.evidence import rebuild_projections
 
     store = open_log(db)
     try:

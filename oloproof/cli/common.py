@@ -39,6 +39,14 @@ def handled(fn: Callable) -> Callable:
             return fn(*args, **kwargs)
         except OloproofError as e:
             fail(str(e), e.exit_code)
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except Exception as e:  # an Oloproof bug: say so, with what a bug report needs
+            import traceback
+
+            traceback.print_exc(file=sys.stderr)
+            fail(f"internal error ({type(e).__name__}: {e}); this is a bug in Oloproof — please report it "
+                 "with the traceback above", 3)
 
     return wrapper
 
@@ -51,7 +59,7 @@ def open_log(db: str | None, *, must_exist: bool = True, durability: str = "full
         raise UsageError(f"no event log at {path}; run 'oloproof run' first or pass --db")
     store = SQLiteStore(path, durability=durability, create=not must_exist)
     if store.projections_stale:  # written by an older Oloproof: derive the tables again
-        from oloproof.history import rebuild_projections
+        from oloproof.app.evidence import rebuild_projections
 
         click.echo("rebuilding the log's projection tables from its events…", err=True)
         rebuild_projections(store)
@@ -59,9 +67,9 @@ def open_log(db: str | None, *, must_exist: bool = True, durability: str = "full
 
 
 def resolve_run(store: Any, run: str) -> str:
-    from oloproof.history import latest_run_id
+    from oloproof.app.runs import resolve_run as resolve
 
-    return latest_run_id(store) if run == "latest" else run
+    return resolve(store, run)
 
 
 def write_json(path: str, data: Any) -> None:

@@ -21,9 +21,10 @@ def command(run: str, json_path: str | None, db: str | None, project_dir: str) -
     Example:
       oloproof eval latest --json results.json
     """
-    from oloproof.evaluate.projector import evaluation_key
-    from oloproof.history import evaluate_run, load_run
-    from oloproof.project import load_project
+    from oloproof.app.evidence import evaluate_run
+    from oloproof.app.project import load_project
+    from oloproof.app.projections import evaluation_key
+    from oloproof.app.runs import load_run
     from oloproof.report.results import results_dict
     from oloproof.report.terminal import summary_view
 
@@ -39,7 +40,7 @@ def command(run: str, json_path: str | None, db: str | None, project_dir: str) -
     finally:
         store.close()
     console().print(summary_view(summary, run_id=run_id, system=f"{s.system_name} {s.system_version}",
-                   min_support=project.config.min_slice_support))
+                    min_support=project.config.min_slice_support))
     if json_path:
         write_json(json_path, results_dict(run_id, s.system_name, s.system_version, project.suite, summary))
     sys.exit(summary.gate.exit_code if summary.gate else 0)

@@ -20,26 +20,22 @@ def command(run: str, db: str | None) -> None:
     Example:
       oloproof gate latest
     """
-    from oloproof.evaluate.projector import run_eval_key
-    from oloproof.history import evaluate_run, load_run
-    from oloproof.project import suite_from_stored
+    from oloproof.app.reports import run_report
     from oloproof.report.terminal import gate_table
 
     store = open_log(db)
     try:
         run_id = resolve_run(store, run)
-        stored = load_run(store, run_id)
-        suite = suite_from_stored(stored.started.config)
-        summary = evaluate_run(store, run_id, suite, eval_key=run_eval_key(stored.started),
-                               keep_cases=False)
+        report = run_report(store, run_id)
     finally:
         store.close()
+    summary = report.summary
     out = console()
     if summary.gate is None:
         out.print(f"run {run_id}: no gate (no release rules)")
         sys.exit(0)
     out.print(f"run {run_id}: gate {summary.gate.decision}")
     out.print(gate_table(summary))
-    if not stored.complete:
+    if not report.run.complete:
         out.print(f"note: run {run_id} is incomplete; cases not yet run are not in this decision")
     sys.exit(summary.gate.exit_code)

@@ -5,7 +5,7 @@ from pathlib import Path
 import click
 
 from oloproof.cli.common import handled
-from oloproof.examples import EXAMPLES, copy_example
+from oloproof.app.examples import EXAMPLES, copy_example
 
 
 @click.command("init")

@@ -6,6 +6,7 @@ from typing import Any
 import click
 
 from oloproof.cli.common import DB_HELP, console, handled, open_log, resolve_run, write_json
+from oloproof.cli.run import executor_options
 
 
 @click.command("replay")
@@ -21,9 +22,11 @@ from oloproof.cli.common import DB_HELP, console, handled, open_log, resolve_run
 @click.option("--db", metavar="PATH", help=DB_HELP)
 @click.option("--project", "project_dir", default=".", type=click.Path(file_okay=False, exists=True),
               help="Project folder holding oloproof.yaml.")
+@executor_options
 @handled
 def command(fault_spec: str, case_ids: tuple[str, ...], run: str, escalate: tuple[str, ...],
-            json_path: str | None, allow_version_change: bool, db: str | None, project_dir: str) -> None:
+            json_path: str | None, allow_version_change: bool, db: str | None, project_dir: str,
+            concurrency: int | None, workers: int | None, executor: str | None, scheduler: str | None) -> None:
     """Replay a stored run with one tool result faulted, after a control replay.
 
     For each case that made the call: the checkpoint, whether the control replay reproduced
@@ -34,14 +37,17 @@ def command(fault_spec: str, case_ids: tuple[str, ...], run: str, escalate: tupl
     Example:
       oloproof replay --fault issue_refund:error --case ord-001
     """
-    from oloproof.replay.report import replay_run
+    from oloproof.app.replay import replay_run
+    from oloproof.app.run import interruptible, make_executor
 
+    pool = make_executor(concurrency=concurrency, workers=workers, executor=executor, scheduler=scheduler)
     store = None
     try:
         store = open_log(db)
         run_id = resolve_run(store, run)
-        report = replay_run(store, project_dir, run_id, fault_spec, case_ids=case_ids,
-                            escalate=escalate, allow_version_change=allow_version_change)
+        with interruptible():
+            report = replay_run(store, project_dir, run_id, fault_spec, case_ids=case_ids,
+                                escalate=escalate, allow_version_change=allow_version_change, executor=pool)
     finally:
         if store is not None:
             store.close()

@@ -2,11 +2,27 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import click
 
-from oloproof.cli.common import DB_HELP, console, handled, open_log, write_json
+from oloproof.cli.common import DB_HELP, console, handled, open_log
+
+
+def executor_options(fn: Callable) -> Callable:
+    """--concurrency / --workers / --executor / --scheduler (SPEC §17)."""
+    for option in reversed([
+        click.option("--concurrency", type=int, metavar="N",
+                     help="Run N cases at once in this process: async tasks for an async system, "
+                          "a pool of N threads for a sync one (one sandbox per slot)."),
+        click.option("--workers", type=int, metavar="N",
+                     help="Run cases in N worker processes (with --executor dask: the LocalCluster's size)."),
+        click.option("--executor", "executor", type=click.Choice(["serial", "dask"]),
+                     help="serial (default, unless --concurrency/--workers) or dask (starts a LocalCluster)."),
+        click.option("--scheduler", metavar="tcp://HOST:PORT", help="Run on an existing Dask cluster."),
+    ]):
+        fn = option(fn)
+    return fn
 
 
 @click.command("run")
@@ -17,58 +33,69 @@ from oloproof.cli.common import DB_HELP, console, handled, open_log, write_json
               help="full: a committed case survives power loss. normal: faster; survives a crash only.")
 @click.option("--project", "project_dir", default=".", type=click.Path(file_okay=False, exists=True),
               help="Project folder holding oloproof.yaml.")
+@executor_options
 @handled
 def command(json_path: str | None, db: str | None, resume: str | None, durability: str,
-            project_dir: str) -> None:
+            project_dir: str, concurrency: int | None, workers: int | None, executor: str | None,
+            scheduler: str | None) -> None:
     """Run every case of the suite against the system, evaluate and gate.
 
-    Exit code: 0 gate passed (or no gate), 1 gate blocked, 2 bad input.
+    Cases run one at a time unless you ask for more: --concurrency N (in this process),
+    --workers N (processes), --executor dask or --scheduler tcp://HOST:PORT. The results do
+    not depend on how the cases ran.
+
+    Exit code: 0 gate passed (or no gate), 1 gate blocked, 2 bad input, 3 internal error.
 
     \b
     Example:
-      oloproof run --json results.json
+      oloproof run --concurrency 50 --json results.json
     """
-    from oloproof.project import load_project, load_system
-    from oloproof.recorder.runner import Runner
+    from oloproof.app.project import load_project, load_system
+    from oloproof.report.results import ResultsFile
+    from oloproof.app.run import interruptible, make_executor, run_suite
+    from oloproof.errors import Interrupted
     from oloproof.report.results import results_dict
     from oloproof.report.terminal import summary_view
 
+    pool = make_executor(concurrency=concurrency, workers=workers, executor=executor, scheduler=scheduler)
     project = load_project(project_dir)
     info = project.prepare()  # every case, derived case and label checked before anything runs
     system = load_system(project)
+    system.factory.check_slots(pool.slots_per_process)
     out = console()
     db_path = db or str(Path(project_dir) / ".oloproof" / "log.db")
     store = open_log(db_path, must_exist=resume is not None, durability=durability)
     if durability == "normal":
         click.echo("durability normal: a power loss may lose the last committed cases", err=True)
+    results = ResultsFile(json_path, project.suite.criteria) if json_path else None
     try:
-        runner = Runner(project, system, store)
-        with _progress(out, info.count) as progress:
-            # per-case results are kept only when --json needs them: memory stays flat otherwise
-            outcome = runner.execute(info, resume=resume, durability=durability, progress=progress,
-                                     keep_cases=bool(json_path))
-    except KeyboardInterrupt:
+        with interruptible(), _progress(out, info.count) as progress:
+            outcome = run_suite(project, system, store, info, executor=pool, resume=resume,
+                                durability=durability, progress=progress, keep_cases=False,
+                                on_case=results.add if results else None)
+    except (Interrupted, KeyboardInterrupt):
         click.echo("interrupted: committed cases are safe; finish with 'oloproof run --resume RUN_ID' "
                    "(see 'oloproof runs')", err=True)
         sys.exit(130)
     finally:
         store.close()
     summary = outcome.summary
-    out.print(summary_view(summary, run_id=outcome.run_id, system=f"{system.name} {system.version}",
-                   min_support=project.config.min_slice_support))
+    out.print(summary_view(summary, run_id=outcome.run_id, system=f"{outcome.system_name} {outcome.system_version}",
+                           min_support=project.config.min_slice_support))
     if outcome.errors:
         for message in outcome.error_messages:
             click.echo(f"error in {message}", err=True)
         click.echo(f"{outcome.errors} case(s) errored; they are missing for every criterion "
                    f"(see 'oloproof show {outcome.run_id} CASE')", err=True)
-    if json_path:
-        write_json(json_path, results_dict(outcome.run_id, system.name, system.version,
-                                           project.suite, summary))
+    if results is not None:
+        results.write(results_dict(outcome.run_id, outcome.system_name, outcome.system_version,
+                                   project.suite, summary))
+        results.close()
     sys.exit(summary.gate.exit_code if summary.gate else 0)
 
 
 class _progress:
-    """A rich progress bar on a terminal; nothing otherwise."""
+    """A rich progress bar (done / total, rate, time left) on a terminal; nothing otherwise."""
 
     def __init__(self, out: Any, total: int):
         self.out, self.total, self.bar = out, total, None
@@ -76,13 +103,20 @@ class _progress:
     def __enter__(self) -> Any:
         if not self.out.is_terminal:
             return None
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn,
+                                   TextColumn, TimeElapsedColumn, TimeRemainingColumn)
 
-        self.bar = Progress("cases", BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                            console=self.out, transient=True)
+        self.bar = Progress(TextColumn("cases"), BarColumn(), MofNCompleteColumn(), TaskProgressColumn(),
+                            TextColumn("[progress.data.speed]{task.fields[rate]}"),
+                            TimeElapsedColumn(), TimeRemainingColumn(), console=self.out, transient=True)
         self.bar.start()
-        task = self.bar.add_task("cases", total=self.total)
-        return lambda done, total: self.bar.update(task, completed=done)
+        task = self.bar.add_task("cases", total=self.total, rate="")
+
+        def update(done: int, total: int) -> None:
+            speed = self.bar.tasks[0].speed  # type: ignore[union-attr]
+            self.bar.update(task, completed=done, rate=f"{speed:,.0f} cases/s" if speed else "")  # type: ignore[union-attr]
+
+        return update
 
     def __exit__(self, *exc: Any) -> None:
         if self.bar is not None:

@@ -18,7 +18,7 @@ def command(as_json: bool, db: str | None) -> None:
     Example:
       oloproof runs --json
     """
-    from oloproof.history import list_runs
+    from oloproof.app.runs import list_runs
     from oloproof.report.terminal import runs_table
 
     store = open_log(db)

@@ -21,10 +21,15 @@ class SystemConfig(Strict):
     version: str = Field(min_length=1)
     callable: str = Field(min_length=1, description="module:attribute, e.g. app:run")
     records: tuple[str, ...] = ()
+    #: module:attribute of a zero-argument callable returning a fresh system object: how a
+    #: system given as one object gets a sandbox per concurrent slot
+    factory: str | None = None
 
-    @field_validator("callable")
+    @field_validator("callable", "factory")
     @classmethod
-    def _callable_shape(cls, v: str) -> str:
+    def _callable_shape(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
         module, sep, attr = v.partition(":")
         if not sep or not module or not attr:
             raise ValueError("must be 'module:attribute', e.g. 'app:run'")
@@ -92,6 +97,8 @@ class ProjectConfig(Strict):
     min_slice_support: int = Field(default=3, ge=1)
     metamorphic: MetamorphicConfig | None = None
     release: str | None = None
+    #: seconds a case (or one replay) may take; past it the case is missing (case_timeout)
+    timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False)
 
     @field_validator("evaluators")
     @classmethod

@@ -11,7 +11,7 @@ from typing import Callable, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
-from oloproof.evaluate.view import CaseView
+from oloproof.views import CaseView
 from oloproof.records import AGENT_TRAJECTORY_V1
 
 Verdict = tuple[str, "str | None"]

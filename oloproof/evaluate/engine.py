@@ -1,8 +1,10 @@
 """A suite's evaluation: evaluators, metrics and slices built from config, applied to each
 case, then aggregated into criteria rows, metric rows, slice rows and the gate.
 
-Pure: no I/O. The runner, ``oloproof eval`` and the projection rebuild all go through
-:meth:`SuiteEvaluation.evaluate_case`, so a run and a re-evaluation can never disagree.
+Pure: no I/O. Every path that judges a case — a run, ``oloproof eval``, the gate, the case
+panel, the report, the projection rebuild — goes through :meth:`SuiteEvaluation.evaluate`,
+which takes the case's replays and its metamorphic source as required inputs, so a run and a
+re-evaluation can never disagree and no caller can forget the evidence.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from oloproof.evaluate.base import Evaluator, Verdict, registry
 from oloproof.evaluate.gate import GateResult, judge_gate
 from oloproof.evaluate.metrics import QuantileMetric
 from oloproof.evaluate.slices import Slice, SliceSpecError
-from oloproof.evaluate.view import CaseView
+from oloproof.views import CaseView, Replays
 from oloproof.records import AGENT_TRAJECTORY_V1
 from oloproof.stats.intervals import RateInterval, rate_interval
 from oloproof.stats.quantiles import QuantileInterval, quantile_interval
@@ -110,7 +112,16 @@ class SuiteEvaluation:
         """The transform a metamorphic criterion is about, or None."""
         return self._relations.get(criterion)
 
-    def evaluate_case(self, case: CaseView) -> CaseResult:
+    @property
+    def needs_pairs(self) -> bool:
+        """Some evaluator judges metamorphic pairs (a derived case needs its source)."""
+        return bool(self._relations)
+
+    def evaluate(self, case: CaseView, *, replays: Replays, pair_source: CaseView | None) -> CaseResult:
+        """Judge one case with its evidence: ``replays`` ((tool, fault) -> FaultReplays, as
+        :func:`oloproof.replay.plan.collect` gives them; empty when the suite faults nothing)
+        and ``pair_source`` (the source case of a derived case, else ``None``)."""
+        case = case.with_evidence(replays=replays, pair_source=pair_source)
         paths: list[Any] = []
         verdicts = []
         for e in self.evaluators:

@@ -13,8 +13,9 @@ replay:
   state satisfies it (every expected leaf); the environment wins over the agent's claim;
 * **fail** otherwise: ``state_contradicts_claim``, ``ended_in_failure`` or ``agent_raised``.
 
-Replays are run (or found in the cache) by :mod:`oloproof.replay.service` before evaluation;
-a case whose replays have not been run is missing (``replay_not_run``).
+Replays are run (or found in the cache) before evaluation and reach the evaluator as the
+case's evidence (:meth:`~oloproof.evaluate.engine.SuiteEvaluation.evaluate`); a case whose
+replays have not been run is missing (``replay_not_run``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from pydantic import Field
 
 from oloproof.evaluate.base import PASS, Evaluator, EvaluatorConfig, Verdict, evaluator, fail, missing
 from oloproof.evaluate.paths import ABSENT, equal, walk_leaves
-from oloproof.evaluate.view import NO_STATE, CaseView
+from oloproof.views import NO_STATE, CaseView
 from oloproof.records import AGENT_TRAJECTORY_V1
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from oloproof.config.models import MetricConfig
 from oloproof.evaluate.base import Verdict, missing
-from oloproof.evaluate.view import CaseView
+from oloproof.views import CaseView
 
 TRAJECTORY_SOURCES = {"agent_steps": "steps", "agent_tool_calls": "calls"}
 

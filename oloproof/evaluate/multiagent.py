@@ -13,7 +13,7 @@ from pydantic import Field, field_validator
 
 from oloproof.evaluate.base import FAIL, PASS, EvaluatorConfig, Verdict, evaluator, excluded, missing
 from oloproof.evaluate.trajectory import TRUNCATED, TrajectoryEvaluator
-from oloproof.evaluate.view import CaseView, TrajectoryView
+from oloproof.views import CaseView, TrajectoryView
 
 NO_AGENTS = missing("no_agents_recorded")
 

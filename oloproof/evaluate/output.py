@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import Field
 
 from oloproof.evaluate.base import FAIL, PASS, Evaluator, EvaluatorConfig, Verdict, evaluator, excluded
-from oloproof.evaluate.view import CaseView
+from oloproof.views import CaseView
 
 
 class ContainsConfig(EvaluatorConfig):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from oloproof.evaluate.trajectory import repeated_call
-from oloproof.evaluate.view import CaseView
+from oloproof.views import CaseView
 
 SIMPLE = ("first_tool", "repeated_action", "route")
 BINNED = {"trajectory_length": 1, "tool_calls": 0}  # name -> lowest value of the first bin

@@ -26,7 +26,7 @@ from oloproof.evaluate.paths import (
     resolve,
     walk_leaves,
 )
-from oloproof.evaluate.view import NO_STATE, CaseView
+from oloproof.views import NO_STATE, CaseView
 from oloproof.records import ENVIRONMENT_STATE_V1
 
 

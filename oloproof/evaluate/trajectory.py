@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import Field
 
 from oloproof.evaluate.base import FAIL, PASS, Evaluator, EvaluatorConfig, Verdict, evaluator, excluded, missing
-from oloproof.evaluate.view import CaseView, TrajectoryView
+from oloproof.views import CaseView, TrajectoryView
 from oloproof.events import canonical_json
 from oloproof.records import AGENT_TRAJECTORY_V1
 

@@ -1,7 +1,7 @@
-"""The writing side: ``@system``, ``@tool``, ``current_case()`` and the runner."""
+"""Recording: how to record ONE case (:mod:`oloproof.recorder.record`, shared by runs and
+replays) and where recordings run (:mod:`oloproof.recorder.executors`: serial, concurrent,
+processes, Dask). The decorators users write live in :mod:`oloproof.system`."""
 
 from oloproof.recorder.case import CaseRecorder, current_case
-from oloproof.recorder.declare import Replayable, Stateful, SystemInfo, system, system_info, tool
 
-__all__ = ["CaseRecorder", "Replayable", "Stateful", "SystemInfo", "current_case", "system",
-           "system_info", "tool"]
+__all__ = ["CaseRecorder", "current_case"]

@@ -1,15 +1,32 @@
-"""The recorder of the case in progress: ``current_case()`` and what ``@tool`` writes to.
+"""The recorder of the case in progress: what ``current_case()`` returns and ``@tool`` writes to.
 
-A recorder buffers a case's steps, constraints and checkpoints in memory; the runner turns
-them into events and commits them in one transaction when the case ends. The hand-built path
+A recorder buffers a case's steps, constraints and checkpoints in memory; they are turned into
+events and committed in one transaction when the case ends. The hand-built path
 (:meth:`CaseRecorder.agent_trajectory`) and the ``@tool`` path produce the same events: both
 fill the same buffers, and events are emitted in one canonical order (steps, constraints,
-checkpoints, trajectory end) whatever order the calls came in.
+checkpoints, trajectory end) whatever order the calls came in. A sync and an ``async def``
+agent making the same calls record byte-identical events.
+
+**Step order when a case runs concurrent tasks.** A case that never creates an ``asyncio``
+task records its steps in the order they happen; a call's result step follows its call step
+(after any tool calls made inside the tool). Once the agent creates tasks (``asyncio.gather``,
+``create_task``, a ``TaskGroup``) in an event loop Oloproof runs, the order no longer depends
+on timing: every task is a *branch* of the case's task tree, numbered when it is created, and
+steps are ordered depth-first — a task's steps come, all of them, at the point where the task
+was created, sibling tasks in creation order. So ``await asyncio.gather(a(), b())`` records
+all of ``a``'s steps, then all of ``b``'s, whichever finished first. Each such step stores its
+place in the tree (``branch``), which is how the replay tape answers the calls of concurrent
+tasks. Tasks created *inside* a tool call (by an HTTP client, say) belong to that call. Steps
+are numbered when the case ends; the index a helper returns before then (``message()``,
+``checkpoint()``) is the step's position in the order steps were made, and ``constraint(...,
+step_index=)`` accepts exactly that value.
 """
 
 from __future__ import annotations
 
-from contextvars import ContextVar
+import asyncio
+import contextvars
+from bisect import bisect_left
 from typing import Any, Callable
 
 import msgspec
@@ -24,17 +41,12 @@ from oloproof.events import (
     encode,
 )
 from oloproof.records import TERMINAL_STATUSES, AgentTrajectory, Case, validate_trajectory
+from oloproof.system import _BRANCH, _CURRENT, current_case
 
-_CURRENT: ContextVar["CaseRecorder | None"] = ContextVar("oloproof_current_case", default=None)
+__all__ = ["Branch", "CaseRecorder", "current_case", "install_task_factory"]
+
 _Raw = msgspec.Raw
-
-
-def current_case() -> "CaseRecorder":
-    """The recorder of the case in progress. Raises :class:`RecordError` outside a case."""
-    rec = _CURRENT.get()
-    if rec is None:
-        raise RecordError("current_case() called outside a case: no case is running")
-    return rec
+_replace = msgspec.structs.replace
 
 
 def _frozen(value: Any) -> Any:
@@ -45,18 +57,46 @@ def _frozen(value: Any) -> Any:
         return value  # reported, naming the step, when the case's events are encoded
 
 
+def _error_result(exc: BaseException) -> dict[str, Any]:
+    return {"error": {"type": type(exc).__name__, "message": str(exc)}}
+
+
+class Branch:
+    """One task of a case's task tree: its path (the ticks of the tasks it descends from) and
+    the next tick it hands out, to a step entry or to a task it creates."""
+
+    __slots__ = ("path", "n", "last")
+
+    def __init__(self, path: tuple[int, ...], n: int = 0):
+        self.path = path
+        self.n = n
+        self.last = 0  # provisional index of this branch's latest step
+
+    def tick(self) -> tuple[int, ...]:
+        t = self.n
+        self.n = t + 1
+        return self.path + (t,)
+
+
 class CaseRecorder:
     """Collects what one case records. Obtain it with :func:`current_case`."""
 
-    __slots__ = ("case", "_steps", "_constraints", "_checkpoints", "_status", "_truncated",
-                 "_step_limit", "_hand_built", "_snapshot", "_touched", "_auto_checkpoints")
+    __slots__ = ("case", "_steps", "_keys", "_entries", "_root", "_depth", "_constraints",
+                 "_checkpoints", "_status", "_truncated", "_step_limit", "_hand_built",
+                 "_snapshot", "_touched", "_auto_checkpoints")
 
     def __init__(self, case: Case, snapshot: Callable[[], Any] | None = None,
                  auto_checkpoints: bool = False):
         self.case = case
         self._steps: list[StepRecorded] = []
-        self._constraints: list[ConstraintRecorded] = []
-        self._checkpoints: list[CheckpointRecorded] = []
+        # keyed mode (the case created tasks): a sort key and an entry key per step
+        self._keys: list[tuple] | None = None
+        self._entries: list[tuple] | None = None
+        self._root: Branch | None = None
+        self._depth = 0  # calls in progress (linear mode: one agent task)
+        self._constraints: list[tuple[str, bool, int]] = []  # (name, passed, provisional index)
+        # linear mode: (step_index, state, id); keyed mode: (sort key, state, id)
+        self._checkpoints: list[tuple[Any, Any, str | None]] = []
         self._status = "unknown"
         self._truncated = False
         self._step_limit: int | None = None
@@ -87,16 +127,13 @@ class CaseRecorder:
                 "current_case() helpers; use one way of recording per case"
             )
         validate_trajectory(trajectory, self.id)
+        self._keys = self._entries = self._root = None  # a hand-built record is linear
         self._steps = [
             StepRecorded(s.index, s.kind, s.tool_name, s.arguments, s.result, s.agent, s.to_agent)
             for s in trajectory.steps
         ]
-        self._constraints = [
-            ConstraintRecorded(c.name, c.passed, c.step_index) for c in trajectory.constraints
-        ]
-        self._checkpoints = [
-            CheckpointRecorded(c.step_index, c.state, c.id) for c in trajectory.checkpoints
-        ]
+        self._constraints = [(c.name, c.passed, c.step_index) for c in trajectory.constraints]
+        self._checkpoints = [(c.step_index, c.state, c.id) for c in trajectory.checkpoints]
         self._status = trajectory.terminal_status
         self._truncated = trajectory.truncated
         self._step_limit = trajectory.step_limit
@@ -113,6 +150,10 @@ class CaseRecorder:
     def _step(self, kind: str, *, tool_name: str | None = None, arguments: Any = None,
               result: Any = None, agent: str | None = None, to_agent: str | None = None) -> int:
         self._guard()
+        if self._keys is not None:
+            entry = self._branch().tick()
+            return self._add(entry, entry, StepRecorded(0, kind, tool_name, _frozen(arguments),
+                                                        _frozen(result), agent, to_agent))
         index = len(self._steps) + 1
         self._steps.append(
             StepRecorded(index, kind, tool_name, _frozen(arguments), _frozen(result), agent, to_agent)
@@ -134,24 +175,31 @@ class CaseRecorder:
         return self._step("handoff", agent=agent, to_agent=to_agent)
 
     def constraint(self, name: str, passed: bool, *, step_index: int | None = None) -> None:
-        """Record an environment check about a step (default: the latest step)."""
+        """Record an environment check about a step (default: the latest step of the task
+        that records it)."""
         self._guard()
-        index = len(self._steps) if step_index is None else step_index
+        if step_index is None:
+            index = self._branch().last if self._keys is not None else len(self._steps)
+        else:
+            index = step_index
         if not 1 <= index <= len(self._steps):
             raise RecordError(
                 f"case {self.id!r}: constraint {name!r} points at step {index}, which does not exist "
                 f"(the trajectory has {len(self._steps)} steps)"
             )
-        self._constraints.append(ConstraintRecorded(name, bool(passed), index))
+        self._constraints.append((name, bool(passed), index))
 
     def checkpoint(self, *, id: str | None = None, state: Any = None) -> int:
         """Mark a resume point before the next step (with the sandbox's snapshot if Stateful)."""
         self._guard()
         if state is None and self._snapshot is not None:
             state = self._snapshot()
-        index = len(self._steps) + 1
-        self._checkpoints.append(CheckpointRecorded(index, _frozen(state), id))
-        return index
+        if self._keys is not None:
+            branch = self._branch()
+            self._checkpoints.append((branch.path + (branch.n,), _frozen(state), id))
+        else:
+            self._checkpoints.append((len(self._steps) + 1, _frozen(state), id))
+        return len(self._steps) + 1
 
     def finish(self, status: str, *, truncated: bool = False, step_limit: int | None = None) -> None:
         """Set the trajectory's terminal status (and whether the agent hit its step limit)."""
@@ -163,6 +211,36 @@ class CaseRecorder:
         self._truncated = bool(truncated)
         self._step_limit = step_limit
 
+    # ---- the task tree (keyed mode) ----------------------------------------------------
+
+    def _branch(self) -> Branch:
+        return _BRANCH.get() or self._root  # type: ignore[return-value]
+
+    def _add(self, key: tuple, entry: tuple, step: StepRecorded) -> int:
+        self._steps.append(step)
+        self._keys.append(key)  # type: ignore[union-attr]
+        self._entries.append(entry)  # type: ignore[union-attr]
+        index = len(self._steps)
+        self._branch().last = index
+        return index
+
+    def fork(self) -> Branch | None:
+        """A task is being created in the current context: its branch (or None when the task
+        belongs to a tool call in progress, or the record is hand-built)."""
+        if self._hand_built:
+            return None
+        if self._keys is None:
+            if self._depth:  # created by a tool, inside its call: part of that call
+                return None
+            # the first task of the case: steps so far become root entries 0..n-1
+            n = len(self._steps)
+            self._keys = [(i,) for i in range(n)]
+            self._entries = list(self._keys)
+            self._root = Branch((), n)
+            self._root.last = n
+            self._checkpoints = [((index - 1,), state, cid) for index, state, cid in self._checkpoints]
+        return Branch(self._branch().tick())
+
     # ---- what @tool calls ---------------------------------------------------------------
 
     def call_tool(self, name: str, fn: Callable, args: tuple, kwargs: dict, arguments: dict,
@@ -172,23 +250,116 @@ class CaseRecorder:
         if self._hand_built:
             self._guard()
         self._touched = True
+        if self._keys is not None:
+            return self._call_keyed(name, fn, args, kwargs, arguments, kind)
         steps = self._steps
+        self._depth += 1
         if kind == "model":
-            result = fn(*args, **kwargs)
+            try:
+                result = fn(*args, **kwargs)
+            finally:
+                self._depth -= 1
             steps.append(StepRecorded(len(steps) + 1, "decision", name, _frozen(arguments), _frozen(result)))
             return result
-        if self._auto_checkpoints:
-            self._checkpoints.append(
-                CheckpointRecorded(len(steps) + 1, _frozen(self._snapshot()), None))  # type: ignore[misc]
-        steps.append(StepRecorded(len(steps) + 1, "tool_call", name, _frozen(arguments)))
+        try:
+            if self._auto_checkpoints:
+                self._checkpoints.append((len(steps) + 1, _frozen(self._snapshot()), None))  # type: ignore[misc]
+            steps.append(StepRecorded(len(steps) + 1, "tool_call", name, _frozen(arguments)))
+            try:
+                result = fn(*args, **kwargs)
+            except Exception as exc:
+                steps.append(StepRecorded(len(steps) + 1, "tool_result", name, None, _error_result(exc),
+                                          raised=True))
+                raise
+        finally:
+            self._depth -= 1
+        steps.append(StepRecorded(len(steps) + 1, "tool_result", name, None, _frozen(result)))
+        return result
+
+    async def acall_tool(self, name: str, fn: Callable, args: tuple, kwargs: dict, arguments: dict,
+                         kind: str = "tool") -> Any:
+        """:meth:`call_tool` for an ``async def`` tool or model call: the same steps."""
+        if self._hand_built:
+            self._guard()
+        self._touched = True
+        if self._keys is not None:
+            return await self._acall_keyed(name, fn, args, kwargs, arguments, kind)
+        steps = self._steps
+        self._depth += 1
+        if kind == "model":
+            try:
+                result = await fn(*args, **kwargs)
+            finally:
+                self._depth -= 1
+            steps.append(StepRecorded(len(steps) + 1, "decision", name, _frozen(arguments), _frozen(result)))
+            return result
+        try:
+            if self._auto_checkpoints:
+                self._checkpoints.append((len(steps) + 1, _frozen(self._snapshot()), None))  # type: ignore[misc]
+            steps.append(StepRecorded(len(steps) + 1, "tool_call", name, _frozen(arguments)))
+            try:
+                result = await fn(*args, **kwargs)
+            except Exception as exc:
+                steps.append(StepRecorded(len(steps) + 1, "tool_result", name, None, _error_result(exc),
+                                          raised=True))
+                raise
+        finally:
+            self._depth -= 1
+        steps.append(StepRecorded(len(steps) + 1, "tool_result", name, None, _frozen(result)))
+        return result
+
+    # keyed mode: an entry (call, what the tool called, result) at its place in the tree
+
+    def _open(self, name: str, arguments: dict, kind: str) -> tuple[tuple, Any]:
+        entry = self._branch().tick()
+        if kind != "model":
+            if self._auto_checkpoints:
+                self._checkpoints.append((entry + (0,), _frozen(self._snapshot()), None))  # type: ignore[misc]
+            self._add(entry + (0,), entry, StepRecorded(0, "tool_call", name, _frozen(arguments)))
+        return entry, _BRANCH.set(Branch(entry + (1,)))
+
+    def _close(self, entry: tuple, name: str, arguments: dict, kind: str, result: Any,
+               raised: BaseException | None = None) -> None:
+        if kind == "model":
+            self._add(entry + (2,), entry, StepRecorded(0, "decision", name, _frozen(arguments), _frozen(result)))
+        elif raised is not None:
+            self._add(entry + (2,), entry, StepRecorded(0, "tool_result", name, None, _error_result(raised),
+                                                        raised=True))
+        else:
+            self._add(entry + (2,), entry, StepRecorded(0, "tool_result", name, None, _frozen(result)))
+
+    def _call_keyed(self, name: str, fn: Callable, args: tuple, kwargs: dict, arguments: dict,
+                    kind: str) -> Any:
+        entry, token = self._open(name, arguments, kind)
         try:
             result = fn(*args, **kwargs)
         except Exception as exc:
-            steps.append(StepRecorded(len(steps) + 1, "tool_result", name, None,
-                                      {"error": {"type": type(exc).__name__, "message": str(exc)}},
-                                      raised=True))
+            _BRANCH.reset(token)
+            token = None
+            if kind != "model":
+                self._close(entry, name, arguments, kind, None, exc)
             raise
-        steps.append(StepRecorded(len(steps) + 1, "tool_result", name, None, _frozen(result)))
+        finally:
+            if token is not None:
+                _BRANCH.reset(token)
+        self._close(entry, name, arguments, kind, result)
+        return result
+
+    async def _acall_keyed(self, name: str, fn: Callable, args: tuple, kwargs: dict, arguments: dict,
+                           kind: str) -> Any:
+        entry, token = self._open(name, arguments, kind)
+        try:
+            result = await fn(*args, **kwargs)
+        except Exception as exc:
+            _BRANCH.reset(token)
+            token = None
+            if kind != "model":
+                self._close(entry, name, arguments, kind, None, exc)
+            raise
+        finally:
+            if token is not None:
+                _BRANCH.reset(token)
+        self._close(entry, name, arguments, kind, result)
         return result
 
     # ---- what the runner reads ----------------------------------------------------------
@@ -197,21 +368,46 @@ class CaseRecorder:
     def recorded_trajectory(self) -> bool:
         return self._hand_built or self._touched
 
+    def step_count(self) -> int:
+        return len(self._steps)
+
     def trajectory_events(self) -> list[Event]:
         """The trajectory's events in canonical order (empty when nothing was recorded)."""
         if not self.recorded_trajectory:
             return []
+        if self._keys is None:
+            steps = list(self._steps)
+            final = None
+            checkpoints = [CheckpointRecorded(i, s, cid) for i, s, cid in self._checkpoints]
+        else:
+            steps, final, checkpoints = self._ordered()
         if not self._hand_built:
             # Indexes, kinds and call/result pairs are right by construction here; what the
             # helpers cannot guarantee is that every step names its agent or none does.
-            _check_agents(self._steps, self.id)
+            _check_agents(steps, self.id)
+        constraints = [ConstraintRecorded(n, p, i if final is None else final[i - 1])
+                       for n, p, i in self._constraints]
         return [
-            *self._steps,
-            *self._constraints,
-            *self._checkpoints,
-            TrajectoryRecorded(self._status, self._truncated, self._step_limit, len(self._steps)),
+            *steps,
+            *constraints,
+            *checkpoints,
+            TrajectoryRecorded(self._status, self._truncated, self._step_limit, len(steps)),
         ]
 
+    def _ordered(self) -> tuple[list[StepRecorded], list[int], list[CheckpointRecorded]]:
+        """Keyed mode: steps in tree order, numbered; provisional -> final index."""
+        keys, entries, made = self._keys, self._entries, self._steps
+        order = sorted(range(len(made)), key=keys.__getitem__)  # type: ignore[union-attr]
+        final = [0] * len(made)
+        steps = []
+        for position, i in enumerate(order, start=1):
+            final[i] = position
+            steps.append(_replace(made[i], index=position, branch=list(entries[i])))  # type: ignore[index]
+        sorted_keys = [keys[i] for i in order]  # type: ignore[index]
+        checkpoints = [CheckpointRecorded(bisect_left(sorted_keys, key) + 1, state, cid)
+                       for key, state, cid in self._checkpoints]
+        checkpoints.sort(key=lambda c: c.step_index)
+        return steps, final, checkpoints
 
 
 def _check_agents(steps: list[StepRecorded], case_id: str) -> None:
@@ -222,3 +418,21 @@ def _check_agents(steps: list[StepRecorded], case_id: str) -> None:
             f"case {case_id!r}: agent_trajectory/v1 field steps.agent: some steps name an agent and "
             f"others do not (first unnamed: step {first}); name the agent of every step or of none"
         )
+
+
+def _task_factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task:
+    """Give every task a case creates its branch of the case's task tree."""
+    context = kwargs.pop("context", None)
+    if context is None:
+        context = contextvars.copy_context()
+    rec = context.get(_CURRENT)
+    if rec is not None:
+        branch = context.run(rec.fork)
+        if branch is not None:
+            context.run(_BRANCH.set, branch)
+    return asyncio.Task(coro, loop=loop, context=context, **kwargs)
+
+
+def install_task_factory(loop: asyncio.AbstractEventLoop) -> None:
+    """Order the steps of the tasks cases create on ``loop`` deterministically (see module)."""
+    loop.set_task_factory(_task_factory)

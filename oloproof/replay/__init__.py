@@ -1,5 +1,4 @@
-"""Replay: checkpoints, the tape, fault results and control-replay fidelity.
-
-The built-in replay for ``@tool`` systems, the fault shapes and ``oloproof replay`` arrive
-with the replay engine; the ``Replayable`` contract is declared in :mod:`oloproof.recorder`.
+"""Replay: which replays a case needs (plan), the fixed fault results (faults), the tape and
+control-replay fidelity — all pure — plus the engine that runs replays and the cache that
+reads stored ones. The ``Replayable`` contract is declared in :mod:`oloproof.system`.
 """

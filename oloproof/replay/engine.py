@@ -1,6 +1,11 @@
-"""Running one replay of a recorded case: built-in (the tape) or the system's own
-``replay(trajectory, *, checkpoint, change)``. Returns the replay's events; the service
-stores them."""
+"""Running replays: the built-in replay (the tape) or the system's own ``replay(...)``.
+
+A replay is recorded by the same :func:`oloproof.recorder.record.record` as a case — reset
+(to the checkpoint's state), run, snapshot, encode — with the tape as the recorder.
+:data:`REPLAY_JOB` runs, on an executor's slot, the replays one recorded case needs and the
+driver does not have yet (control first, then the fault replay only if the control was
+faithful), and returns them as new streams for the driver to commit.
+"""
 
 from __future__ import annotations
 
@@ -10,19 +15,17 @@ from typing import Any
 
 import msgspec
 
-from oloproof.errors import RecordError
-from oloproof.evaluate.view import CaseView
-from oloproof.events import (
-    EnvironmentStateRecorded,
-    Event,
-    ReplayFinished,
-    encode,
-)
-from oloproof.recorder.case import _CURRENT, CaseRecorder
-from oloproof.recorder.declare import Replayable
+from oloproof.events import ReplayFinished, ReplayStarted, decode_stream, encode, tag_of
+from oloproof.recorder.case import CaseRecorder
+from oloproof.recorder.jobs import JobKind
+from oloproof.recorder.record import Recording, arecord, record
 from oloproof.records import AgentCheckpoint, AgentConstraintCheck, AgentStep, AgentTrajectory, Case
-from oloproof.replay.plan import Plan
-from oloproof.replay.tape import ReplayDivergence, TapeRecorder
+from oloproof.replay.plan import FaultSpec, Needed, Plan, replay_plan
+from oloproof.replay.tape import TapeRecorder
+from oloproof.system import SystemSlot
+from oloproof.views import CaseView, ReplayView, fold_case, fold_replay
+
+PREFIX = "replay/"
 
 
 @dataclass(frozen=True)
@@ -32,10 +35,6 @@ class Change:
     step_index: int
     tool_name: str
     result: Any
-
-
-def uses_own_replay(system: Any) -> bool:
-    return system.target is not None and isinstance(system.target, Replayable)
 
 
 def as_trajectory(view: CaseView) -> AgentTrajectory:
@@ -50,70 +49,143 @@ def as_trajectory(view: CaseView) -> AgentTrajectory:
     )
 
 
-def run_replay(system: Any, view: CaseView, plan: Plan, change: dict[str, Any] | None) -> list[Event]:
-    """Replay ``view`` from ``plan.checkpoint`` with ``change`` (None: control)."""
-    instance = system.instance if system.stateful else None
-    case = Case(view.case_id, copy.deepcopy(view.input), copy.deepcopy(view.initial_state), view.metadata)
-    snapshot = instance.snapshot if instance is not None else None
-    own = uses_own_replay(system)
-    if own:
+def replay_started(slot: SystemSlot, view: CaseView, case_stream: str, needed: Needed) -> ReplayStarted:
+    cp = needed.plan.checkpoint
+    return ReplayStarted(
+        cache_key=needed.key, kind="control" if needed.change is None else "fault", case_id=view.case_id,
+        case_stream=case_stream, fingerprint=view.fingerprint, system_name=slot.name,
+        system_version=slot.version, checkpoint_step=cp.step_index, checkpoint_id=cp.id,
+        checkpoint_digest=needed.plan.digest, change=needed.change,
+        method="replayable" if slot.replayable else "tape",
+    )
+
+
+def _setup(slot: SystemSlot, view: CaseView, plan: Plan, change: dict[str, Any] | None) -> tuple[Any, Any]:
+    case = Case(view.case_id, copy.deepcopy(view.input), copy.deepcopy(view.initial_state), dict(view.metadata))
+    snapshot = slot.instance.snapshot if slot.instance is not None else None
+    if slot.replayable:
+        cp = plan.checkpoint
         recorder: CaseRecorder = CaseRecorder(case, snapshot=snapshot)
-    else:
-        recorder = TapeRecorder(case, view.trajectory.steps, plan.checkpoint.step_index,  # type: ignore[union-attr]
-                                change, snapshot=snapshot)
-    output: Any = None
-    error = error_kind = None
-    token = _CURRENT.set(recorder)
-    try:
-        if instance is not None:
-            try:
-                instance.reset(copy.deepcopy(plan.checkpoint.state if plan.checkpoint.state is not None else {}))
-            except Exception as e:
-                raise _ReplayMachinery(f"reset() to the checkpoint's state raised {type(e).__name__}: {e}") from e
-        if own:
-            cp = plan.checkpoint
-            output = system.target.replay(
+
+        def invoke() -> Any:
+            return slot.target.replay(
                 as_trajectory(view),
                 checkpoint=AgentCheckpoint(cp.step_index, copy.deepcopy(cp.state), id=cp.id),
                 change=None if change is None else Change(change["step_index"], change["tool_name"],
-                                                          copy.deepcopy(change["result"])),
-            )
-        else:
-            output = system.call(case)
-        if not isinstance(output, dict):
-            raise RecordError(f"the replay returned {type(output).__name__}, expected its output as a dict")
-    except _ReplayMachinery as e:
-        error, error_kind = str(e), "replay_error"
-    except ReplayDivergence as e:
-        error, error_kind = str(e), "system_error"
-    except RecordError as e:
-        error, error_kind = str(e), "replay_error"
-    except Exception as e:  # the agent under test raised
-        error, error_kind = f"{type(e).__name__}: {e}", "system_error"
-    finally:
-        _CURRENT.reset(token)
-    events: list[Event] = []
-    try:
-        events.extend(recorder.trajectory_events())
-    except RecordError as e:
-        events, error, error_kind = [], str(e), "replay_error"
-    if instance is not None and error_kind != "replay_error":
-        try:
-            events.append(EnvironmentStateRecorded(msgspec.Raw(encode(instance.snapshot()))))
-        except Exception as e:
-            error, error_kind = f"snapshot() after the replay failed: {type(e).__name__}: {e}", "replay_error"
+                                                          copy.deepcopy(change["result"])))
+    else:
+        recorder = TapeRecorder(case, view.trajectory.steps, plan.checkpoint.step_index,  # type: ignore[union-attr]
+                                change, snapshot=snapshot)
+
+        def invoke() -> Any:
+            return slot.call(case)
+    return recorder, invoke
+
+
+def _finished(recorder: Any, rec: Recording, change: dict[str, Any] | None) -> tuple[list[bytes], list[str]]:
+    error, kind = rec.error, rec.error_kind
+    if kind in ("reset_error", "invalid_record", "snapshot_error", "case_timeout"):
+        # the replay machinery (or the sandbox) failed, not the agent: no verdict from it
+        if kind == "reset_error" and error:
+            error = error.replace("reset()", "reset() to the checkpoint's state", 1)
+        kind = "replay_error"
     diverged = getattr(recorder, "diverged", None)
     injected = getattr(recorder, "injected", True)
-    if change is not None and not injected and error_kind is None:
-        error, error_kind = ("the fault could not be injected: the faulted call never went through "
-                             "@tool (record the tools with @tool, or implement Replayable)"), "replay_error"
+    if change is not None and not injected and kind is None:
+        error, kind = ("the fault could not be injected: the faulted call never went through "
+                       "@tool (record the tools with @tool, or implement Replayable)"), "replay_error"
+    end = ReplayFinished(rec.output, error, kind, diverged, injected)
+    return [*rec.payloads, encode(end)], [*rec.types, tag_of(end)]
+
+
+def run_replay(slot: SystemSlot, view: CaseView, plan: Plan, change: dict[str, Any] | None,
+               timeout: float | None = None) -> tuple[list[bytes], list[str]]:
+    """Replay ``view`` from ``plan.checkpoint`` with ``change`` (None: control); the replay's
+    events after its ``replay_started``, encoded."""
+    recorder, invoke = _setup(slot, view, plan, change)
+    rec = record(slot, recorder, invoke, reset_to=plan.checkpoint.state, timeout=timeout, what="the replay")
+    return _finished(recorder, rec, change)
+
+
+async def arun_replay(slot: SystemSlot, view: CaseView, plan: Plan, change: dict[str, Any] | None,
+                      timeout: float | None = None) -> tuple[list[bytes], list[str]]:
+    recorder, invoke = _setup(slot, view, plan, change)
+    rec = await arecord(slot, recorder, invoke, reset_to=plan.checkpoint.state, timeout=timeout,
+                        what="the replay")
+    return _finished(recorder, rec, change)
+
+
+# ---- the replay job ----------------------------------------------------------------------
+
+class NewStream(msgspec.Struct, frozen=True):
+    stream: str
+    payloads: list[bytes]
+    types: list[str]
+
+
+class ReplayArgs(msgspec.Struct, frozen=True):
+    """A recorded case whose replays are needed, with the ones the driver already has."""
+
+    case_stream: str
+    case_payloads: list[bytes]
+    specs: list[tuple[str, str]]
+    cached: dict[str, list[bytes]] = {}
+
+
+class ReplayStreams(msgspec.Struct, frozen=True):
+    case_stream: str
+    streams: list[NewStream]
+
+
+def _start(slot: SystemSlot, args: ReplayArgs) -> tuple[CaseView, Any]:
+    view = fold_case(decode_stream(args.case_stream, args.case_payloads), args.case_stream)
+    known = {key: fold_replay(decode_stream(PREFIX + key, payloads), PREFIX + key)
+             for key, payloads in args.cached.items()}
+    specs = [FaultSpec(t, f) for t, f in args.specs]
+    return view, replay_plan(view, specs, slot.name, slot.version, known.get)
+
+
+def _new(slot: SystemSlot, view: CaseView, args: ReplayArgs, needed: Needed,
+         events: tuple[list[bytes], list[str]]) -> tuple[NewStream, ReplayView]:
+    started = replay_started(slot, view, args.case_stream, needed)
+    payloads, types = [encode(started), *events[0]], [tag_of(started), *events[1]]
+    stream = PREFIX + needed.key
+    return NewStream(stream, payloads, types), fold_replay(decode_stream(stream, payloads), stream)
+
+
+def replay_case(slot: SystemSlot, args: ReplayArgs, timeout: float | None) -> ReplayStreams:
+    view, steps = _start(slot, args)
+    out: list[NewStream] = []
     try:
-        encode(output)
-    except (TypeError, ValueError, OverflowError) as e:
-        output, error, error_kind = None, f"the replay's output is not JSON-serialisable: {e}", "replay_error"
-    events.append(ReplayFinished(output, error, error_kind, diverged, injected))
-    return events
+        needed = next(steps)
+        while True:
+            new, folded = _new(slot, view, args, needed,
+                               run_replay(slot, view, needed.plan, needed.change, timeout))
+            out.append(new)
+            needed = steps.send(folded)
+    except StopIteration:
+        return ReplayStreams(args.case_stream, out)
 
 
-class _ReplayMachinery(Exception):
-    pass
+async def areplay_case(slot: SystemSlot, args: ReplayArgs, timeout: float | None) -> ReplayStreams:
+    view, steps = _start(slot, args)
+    out: list[NewStream] = []
+    try:
+        needed = next(steps)
+        while True:
+            new, folded = _new(slot, view, args, needed,
+                               await arun_replay(slot, view, needed.plan, needed.change, timeout))
+            out.append(new)
+            needed = steps.send(folded)
+    except StopIteration:
+        return ReplayStreams(args.case_stream, out)
+
+
+def failed_replays(args: ReplayArgs, error: str, kind: str) -> ReplayStreams:
+    """Replays whose worker died: none stored; the case's fault verdict stays missing
+    (``replay_not_run``) and a later run replays it again."""
+    return ReplayStreams(args.case_stream, [])
+
+
+REPLAY_JOB = JobKind("oloproof.replay.engine:REPLAY_JOB", ReplayArgs, ReplayStreams, replay_case,
+                     areplay_case, failed_replays)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from oloproof.evaluate.view import NO_STATE, CaseView, TrajectoryView
+from oloproof.views import NO_STATE, CaseView, TrajectoryView
 from oloproof.events import StepRecorded, canonical_json
 
 
@@ -35,7 +35,7 @@ def _key(step: StepRecorded) -> bytes:
 
 
 def compare(recording: CaseView, replay: Any, from_step: int) -> Fidelity:
-    """``replay`` is a :class:`~oloproof.replay.service.ReplayView`."""
+    """``replay`` is a :class:`~oloproof.views.ReplayView`."""
     if replay.diverged:
         return Fidelity(False, {"field": "steps", "message": replay.diverged})
     rec_t: TrajectoryView = recording.trajectory  # type: ignore[assignment]
@@ -59,3 +59,24 @@ def compare(recording: CaseView, replay: Any, from_step: int) -> Fidelity:
         if a_state != b_state:
             return Fidelity(False, {"field": "state", "message": "the final environment state differs"})
     return Fidelity(True)
+
+
+def after_fault(replay: Any, call_index: int) -> list[str]:
+    """What the agent did after the faulted call, step by step, then how it ended."""
+    t = replay.trajectory
+    lines = []
+    if t is not None:
+        for s in t.steps:
+            if s.index < call_index:
+                continue
+            if s.kind == "tool_call":
+                lines.append(f"{s.tool_name}({canonical_json(s.arguments).decode()})")
+            elif s.kind == "tool_result" and s.index == call_index + 1:
+                lines.append(f"→ {canonical_json(s.result).decode()} (injected)")
+            elif s.kind in ("message", "final", "handoff", "decision"):
+                lines.append(f"{s.kind}")
+        lines.append(f"status {t.terminal_status}")
+    if replay.error:
+        lines.append(f"raised {replay.error}")
+    lines.append(f"output {canonical_json(replay.output).decode()}")
+    return lines

@@ -1,13 +1,22 @@
-"""Where a fault replay starts: the latest checkpoint before the first call of the tool
-(SPEC §7.1). Pure."""
+"""Which replays a case needs, and where each starts (SPEC §7.1). Pure.
+
+A fault replay starts at the latest checkpoint before the first call of the faulted tool.
+Replays are keyed by (system name, system version, case fingerprint, checkpoint, change), so
+the same replay is never run twice for one system version. :func:`replay_plan` is the one
+description of what a case's fault evaluators need — a control replay per checkpoint, then a
+fault replay only when the control reproduced the recording — shared by the run (which runs
+what is missing), re-evaluation and the case panel (which only read).
+"""
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, Generator, Iterable
 
-from oloproof.evaluate.view import CaseView
 from oloproof.events import CheckpointRecorded, canonical_json
+from oloproof.replay.fidelity import compare
+from oloproof.views import CaseView, FaultReplays, ReplayView
 
 
 @dataclass(frozen=True)
@@ -25,8 +34,6 @@ class Plan:
 
     @property
     def digest(self) -> str:
-        import hashlib
-
         return hashlib.sha256(canonical_json([self.checkpoint.step_index, self.checkpoint.id,
                                               self.checkpoint.state])).hexdigest()
 
@@ -50,3 +57,72 @@ def change_for(plan: Plan, tool: str, fault: str) -> dict[str, Any]:
 
     return {"step_index": plan.call_index, "tool_name": tool, "fault": fault,
             "result": fault_result(fault, tool)}
+
+
+def cache_key(system_name: str, version: str, fingerprint: str, plan: Plan,
+              change: dict[str, Any] | None) -> str:
+    change_digest = hashlib.sha256(canonical_json(change)).hexdigest()
+    return hashlib.sha256(canonical_json(
+        [system_name, version, fingerprint, plan.digest, change_digest])).hexdigest()
+
+
+def trustworthy(case: CaseView, control: ReplayView, plan: Plan) -> bool:
+    """A control replay that ran cleanly and reproduced the recording from the checkpoint."""
+    return control.error_kind is None and not control.diverged and \
+        compare(case, control, plan.checkpoint.step_index).faithful
+
+
+@dataclass(frozen=True)
+class Needed:
+    """A replay :func:`replay_plan` needs and the lookup did not have."""
+
+    key: str
+    plan: Plan
+    change: dict[str, Any] | None  # None: a control replay
+
+
+Lookup = Callable[[str], "ReplayView | None"]
+PlanSteps = Generator[Needed, "ReplayView | None", dict[tuple[str, str], FaultReplays]]
+
+
+def replay_plan(case: CaseView, specs: Iterable[FaultSpec], system_name: str, version: str,
+                lookup: Lookup) -> PlanSteps:
+    """Walk a case's fault replays: yields each :class:`Needed` replay that ``lookup``
+    (replay key -> stored replay) lacks and receives it (``None``: it will not run); returns
+    the case's replays, (tool, fault) -> :class:`FaultReplays`. See :func:`collect`."""
+    out: dict[tuple[str, str], FaultReplays] = {}
+    if case.error is not None:
+        return out
+    for spec in specs:
+        plan = plan_fault(case, spec.tool)
+        if not isinstance(plan, Plan):
+            continue
+        key = cache_key(system_name, version, case.fingerprint, plan, None)
+        control = lookup(key)
+        if control is None:
+            control = yield Needed(key, plan, None)
+        fault = None
+        # an untrustworthy control replay never yields a verdict: no fault replay after it
+        if control is not None and trustworthy(case, control, plan):
+            change = change_for(plan, spec.tool, spec.fault)
+            key = cache_key(system_name, version, case.fingerprint, plan, change)
+            fault = lookup(key)
+            if fault is None:
+                fault = yield Needed(key, plan, change)
+        out[(spec.tool, spec.fault)] = FaultReplays(plan, control, fault)
+    return out
+
+
+def collect(case: CaseView, specs: Iterable[FaultSpec], system_name: str, version: str,
+            lookup: Lookup, missing: list[Needed] | None = None) -> dict[tuple[str, str], FaultReplays]:
+    """The case's replays as far as ``lookup`` has them (nothing runs). ``missing``, when
+    given, receives what is lacking."""
+    steps = replay_plan(case, specs, system_name, version, lookup)
+    try:
+        needed = next(steps)
+        while True:
+            if missing is not None:
+                missing.append(needed)
+            needed = steps.send(None)
+    except StopIteration as stop:
+        return stop.value

@@ -1,19 +1,23 @@
 """The built-in replay for ``@tool`` systems: a recorder that plays the recorded tape.
 
 The agent is run again from the start. Calls before the checkpoint are answered from the
-recorded tape without executing (a call that raised raises :class:`ReplayedToolError` again);
-the changed call gets the substituted result; later calls run live. A call that does not match
-the tape — another tool, other arguments — marks the replay as diverged: it can never yield a
-verdict, whatever the agent does with the exception it gets.
+recorded tape without executing (a call that raised raises :class:`ReplayedToolError` again;
+what the tool itself called is replayed with it); the changed call gets the substituted
+result; later calls run live. A call that does not match the tape — another tool, other
+arguments — marks the replay as diverged: it can never yield a verdict, whatever the agent
+does with the exception it gets.
+
+Calls of concurrent tasks (see :mod:`oloproof.recorder.case`) are matched by their place in
+the case's task tree, not by timing: each finds the call recorded at the same place.
 """
 
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from oloproof.events import StepRecorded, canonical_json
-from oloproof.recorder.case import CaseRecorder, _frozen
+from oloproof.recorder.case import Branch, CaseRecorder, _frozen
 from oloproof.records import Case
 
 
@@ -25,15 +29,30 @@ class ReplayedToolError(Exception):
     """A tool that raised in the recording raises this when the tape replays it."""
 
 
-class TapeRecorder(CaseRecorder):
-    __slots__ = ("_tape", "_resume_at", "_change", "diverged", "injected")
+def _describe(step: StepRecorded | None) -> str:
+    if step is None:
+        return "nothing"
+    return f"{step.kind} {step.tool_name}({canonical_json(step.arguments).decode()})"
 
-    def __init__(self, case: Case, tape: list[StepRecorded], resume_at: int,
+
+class TapeRecorder(CaseRecorder):
+    __slots__ = ("_tape", "_by_index", "_by_entry", "_resume_at", "_resume_entry", "_change",
+                 "_switched_at", "diverged", "injected")
+
+    def __init__(self, case: Case, tape: Sequence[StepRecorded], resume_at: int,
                  change: dict[str, Any] | None, snapshot: Callable[[], Any] | None = None):
         super().__init__(case, snapshot=snapshot, auto_checkpoints=False)
-        self._tape = {s.index: s for s in tape}
+        self._tape = list(tape)
+        self._by_index = {s.index: s for s in tape}
+        self._by_entry: dict[tuple, list[StepRecorded]] = {}
+        for s in self._tape:
+            if s.branch is not None:
+                self._by_entry.setdefault(tuple(s.branch), []).append(s)
         self._resume_at = resume_at
+        at = self._by_index.get(resume_at)
+        self._resume_entry = tuple(at.branch) if at is not None and at.branch is not None else None
         self._change = change
+        self._switched_at = 0
         self.diverged: str | None = None
         self.injected = change is None
 
@@ -42,42 +61,117 @@ class TapeRecorder(CaseRecorder):
             self.diverged = message
         return ReplayDivergence(message)
 
-    def _match(self, index: int, kind: str, name: str, arguments: Any) -> StepRecorded:
-        recorded = self._tape.get(index)
+    def _check(self, recorded: StepRecorded | None, where: str, kind: str, name: str,
+               arguments: Any) -> StepRecorded:
         if recorded is None or recorded.kind != kind or recorded.tool_name != name or \
                 canonical_json(recorded.arguments) != canonical_json(arguments):
-            what = "nothing" if recorded is None else \
-                f"{recorded.kind} {recorded.tool_name}({canonical_json(recorded.arguments).decode()})"
-            raise self._diverge(f"step {index}: the replay made {kind} {name}"
-                                f"({canonical_json(arguments).decode()}) where the recording has {what}")
+            raise self._diverge(f"{where}: the replay made {kind} {name}"
+                                f"({canonical_json(arguments).decode()}) where the recording has "
+                                f"{_describe(recorded)}")
         return recorded
+
+    @staticmethod
+    def _answer(steps: Sequence[StepRecorded]) -> Any:
+        last = steps[-1]
+        if last.kind == "decision":
+            return copy.deepcopy(last.result)
+        if last.raised:
+            err = last.result.get("error", {}) if isinstance(last.result, dict) else {}
+            raise ReplayedToolError(f"{err.get('type', 'Error')}: {err.get('message', '')}")
+        return copy.deepcopy(last.result)
+
+    def fork(self) -> Branch | None:
+        if self._keys is None and not self._hand_built and not self._depth:
+            self._switched_at = len(self._steps) + 1
+        return super().fork()
+
+    # ---- linear: the call at the next index --------------------------------------------
+
+    def _from_tape(self, index: int, kind: str, name: str, arguments: Any) -> list[StepRecorded]:
+        """The recorded steps of the call at ``index``: the call, what the tool called, its
+        result (a model call: its one decision step)."""
+        first = self._check(self._by_index.get(index), f"step {index}", kind, name, arguments)
+        if kind == "decision":
+            return [first]
+        depth, i, out = 0, index, []
+        while True:
+            step = self._by_index.get(i)
+            if step is None:
+                raise self._diverge(f"step {index + 1}: the recording has no result for {name}")
+            out.append(step)
+            if step.kind == "tool_call":
+                depth += 1
+            elif step.kind == "tool_result":
+                depth -= 1
+                if depth == 0:
+                    return out
+            i += 1
 
     def call_tool(self, name: str, fn: Callable, args: tuple, kwargs: dict, arguments: dict,
                   kind: str = "tool") -> Any:
+        answered = self._replay_call(name, arguments, kind)
+        if answered is not None:
+            return answered[0]
+        return super().call_tool(name, fn, args, kwargs, arguments, kind)
+
+    async def acall_tool(self, name: str, fn: Callable, args: tuple, kwargs: dict, arguments: dict,
+                         kind: str = "tool") -> Any:
+        answered = self._replay_call(name, arguments, kind)
+        if answered is not None:
+            return answered[0]
+        return await super().acall_tool(name, fn, args, kwargs, arguments, kind)
+
+    def _replay_call(self, name: str, arguments: dict, kind: str) -> tuple[Any] | None:
+        """``(result,)`` when the tape answers the call (or it is the changed one), ``None``
+        when it runs live."""
         if self._hand_built:
             self._guard()
         self._touched = True
-        steps = self._steps
-        index = len(steps) + 1
         step_kind = "decision" if kind == "model" else "tool_call"
-        if index < self._resume_at:  # before the checkpoint: from the tape, not executed
-            recorded = self._match(index, step_kind, name, arguments)
-            steps.append(recorded)
-            if step_kind == "decision":
-                return copy.deepcopy(recorded.result)
-            answer = self._tape.get(index + 1)
-            if answer is None or answer.kind != "tool_result":
-                raise self._diverge(f"step {index + 1}: the recording has no result for {name}")
-            steps.append(answer)
-            if answer.raised:
-                err = answer.result.get("error", {}) if isinstance(answer.result, dict) else {}
-                raise ReplayedToolError(f"{err.get('type', 'Error')}: {err.get('message', '')}")
-            return copy.deepcopy(answer.result)
+        if self._keys is not None:
+            return self._replay_keyed(name, arguments, step_kind)
+        index = len(self._steps) + 1
         change = self._change
+        if index < self._resume_at:  # before the checkpoint: from the tape, not executed
+            recorded = self._from_tape(index, step_kind, name, arguments)
+            self._steps.extend(recorded)
+            return (self._answer(recorded),)
         if change is not None and index == change["step_index"]:
-            self._match(index, step_kind, name, arguments)
-            steps.append(StepRecorded(index, "tool_call", name, _frozen(arguments)))
-            steps.append(StepRecorded(index + 1, "tool_result", name, None, _frozen(change["result"])))
+            self._check(self._by_index.get(index), f"step {index}", step_kind, name, arguments)
+            self._steps.append(StepRecorded(index, "tool_call", name, _frozen(arguments)))
+            self._steps.append(StepRecorded(index + 1, "tool_result", name, None, _frozen(change["result"])))
             self.injected = True
-            return copy.deepcopy(change["result"])
-        return super().call_tool(name, fn, args, kwargs, arguments, kind)
+            return (copy.deepcopy(change["result"]),)
+        return None
+
+    # ---- keyed: the call at the same place of the task tree ----------------------------
+
+    def _replay_keyed(self, name: str, arguments: dict, step_kind: str) -> tuple[Any] | None:
+        branch = self._branch()
+        entry = branch.path + (branch.n,)
+        recorded = self._by_entry.get(entry)
+        change = self._change
+        if not self._by_entry:  # the recording ran no tasks: only calls past the checkpoint
+            if self._switched_at >= self._resume_at:
+                return None
+            raise self._diverge(f"the replay started concurrent tasks before the checkpoint "
+                                f"(step {self._resume_at}); the recording has none")
+        where = f"task {list(branch.path)}, call {branch.n}"
+        if recorded is not None and recorded[0].index < self._resume_at:
+            branch.tick()
+            self._check(recorded[0], where, step_kind, name, arguments)
+            subtree = [s for s in self._tape if s.branch is not None and tuple(s.branch[:len(entry)]) == entry]
+            for i, s in enumerate(subtree):
+                self._add(entry + (0, i), tuple(s.branch), s)  # type: ignore[arg-type]
+            return (self._answer([s for s in subtree if tuple(s.branch) == entry]),)  # type: ignore[arg-type]
+        if change is not None and recorded is not None and recorded[0].index == change["step_index"]:
+            branch.tick()
+            self._check(recorded[0], where, step_kind, name, arguments)
+            self._add(entry + (0,), entry, StepRecorded(0, "tool_call", name, _frozen(arguments)))
+            self._add(entry + (2,), entry, StepRecorded(0, "tool_result", name, None, _frozen(change["result"])))
+            self.injected = True
+            return (copy.deepcopy(change["result"]),)
+        if recorded is None and (self._resume_entry is None or entry < self._resume_entry):
+            raise self._diverge(f"{where}: the replay made {step_kind} {name}"
+                                f"({canonical_json(arguments).decode()}) where the recording has nothing")
+        return None

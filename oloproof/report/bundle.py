@@ -15,7 +15,7 @@ from typing import Any, Iterable
 import msgspec
 
 from oloproof.evaluate.engine import CaseResult, SuiteEvaluation
-from oloproof.evaluate.view import NO_STATE, CaseView
+from oloproof.views import NO_STATE, CaseView
 from oloproof.events import canonical_json
 
 CHUNK = 100
@@ -37,10 +37,11 @@ def _steps(view: CaseView) -> Any:
     }
 
 
-def case_detail(view: CaseView, result: CaseResult, suite: SuiteEvaluation, replays: list[Any],
+def case_detail(view: CaseView, result: CaseResult, suite: SuiteEvaluation, replays: list[dict[str, Any]],
                 pairs: list[Any]) -> dict[str, Any]:
+    """A case panel's data; ``replays`` are :func:`~oloproof.report.panel.replay_rows`."""
     from oloproof.evaluate.multiagent import route
-    from oloproof.report.panel import pair_rows, replay_rows
+    from oloproof.report.panel import pair_rows
 
     detail: dict[str, Any] = {
         "case_id": view.case_id, "input": view.input, "expected": view.expected,
@@ -49,7 +50,7 @@ def case_detail(view: CaseView, result: CaseResult, suite: SuiteEvaluation, repl
         "paths": [msgspec.to_builtins(p) for p in result.paths],
         "trajectory": _steps(view),
         "route": route(view.trajectory) if view.trajectory is not None else None,
-        "replays": [{**r, "detail": "\n".join(r["detail"])} for r in replay_rows(view, replays)],
+        "replays": [{**r, "detail": "\n".join(r["detail"])} for r in replays],
         "pairs": [{"transform": p.transform.name, "source": p.source.case_id, "derived": p.derived.case_id,
                    "rows": pair_rows(p)} for p in pairs],
     }
@@ -90,40 +91,14 @@ def write_bundle(out: Path, summary_data: dict[str, Any], details: Iterable[dict
 
 
 def build_run_bundle(store: Any, run_id: str, out: Path) -> int:
-    """Everything a stored run's report needs, read from the log (nothing runs)."""
-    from oloproof.evaluate.projector import run_eval_key
-    from oloproof.history import case_view, evaluate_run, find_case_view, load_run, replay_service
-    from oloproof.project import suite_from_stored
-    from oloproof.report.panel import pairs_of
+    """The HTML report of a stored run, written to ``out`` (nothing runs)."""
+    from oloproof.app.reports import case_panels, run_report
+    from oloproof.report.panel import replay_rows
     from oloproof.report.results import results_dict
 
-    stored = load_run(store, run_id)
-    s = stored.started
-    suite = suite_from_stored(s.config)
-
-    summary = evaluate_run(store, run_id, suite, eval_key=run_eval_key(s), keep_cases=False)
-    summary_data = results_dict(run_id, s.system_name, s.system_version, suite, summary)
-    service = replay_service(store, stored)
-    specs = suite.fault_specs
-    replay_index: dict[str, list[Any]] = {}
-    for r in replays_of_case_all(store):
-        replay_index.setdefault(r.started.case_id + "\x00" + r.started.fingerprint, []).append(r)
-
-    def details() -> Iterable[dict[str, Any]]:
-        # in suite order, one case read at a time: the run is never all in memory
-        for row in sorted(store.iter_projection("cases", run_id=run_id), key=lambda r: r["position"]):
-            view = case_view(store, run_id, row["case_id"])
-            if specs:
-                service.attach(f"{run_id}/{view.case_id}", view, specs)
-            pairs = pairs_of(view, suite, lambda cid: find_case_view(store, run_id, cid))
-            yield case_detail(view, suite.evaluate_case(view), suite,
-                              replay_index.get(view.case_id + "\x00" + view.fingerprint, []), pairs)
-
-    return write_bundle(out, summary_data, details(), suite.criteria)
-
-
-def replays_of_case_all(store: Any) -> list[Any]:
-    from oloproof.events import decode_stream
-    from oloproof.replay.service import PREFIX, fold_replay
-
-    return [fold_replay(decode_stream(stream, payloads), stream) for stream, payloads in store.iter_streams(PREFIX)]
+    report = run_report(store, run_id)
+    s = report.run.started
+    summary_data = results_dict(run_id, s.system_name, s.system_version, report.suite, report.summary)
+    details = (case_detail(p.view, p.result, report.suite, replay_rows(p.view, p.replays), p.pairs)
+               for p in case_panels(store, report))
+    return write_bundle(out, summary_data, details, report.suite.criteria)

@@ -3,41 +3,10 @@ as plain rows, rendered by the terminal (``oloproof show``) and the HTML report 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from oloproof.evaluate.engine import SuiteEvaluation
-from oloproof.evaluate.view import NO_STATE, CaseView
 from oloproof.events import canonical_json
-
-
-@dataclass
-class Pair:
-    transform: Any  # TransformConfig
-    source: CaseView
-    derived: CaseView
-    verdicts: dict[str, tuple[str, str | None]]  # the relation criteria, judged on the derived case
-
-
-def pairs_of(view: CaseView, suite: SuiteEvaluation, load: Any) -> list[Pair]:
-    """The metamorphic pairs ``view`` belongs to. ``load(case_id)`` returns a case's view (with
-    its pair source attached) or ``None`` when the run has no such case."""
-    out = []
-    for t in suite.transforms:
-        if view.case_id.endswith("~" + t.name):
-            source, derived = view.pair_source, view
-        elif "~" not in view.case_id:
-            source, derived = view, load(f"{view.case_id}~{t.name}")
-            if derived is not None and derived.pair_source is None:
-                derived.pair_source = view
-        else:
-            continue
-        if source is None or derived is None:
-            continue
-        judged = suite.evaluate_case(derived)
-        verdicts = {c: v for c, v in zip(suite.criteria, judged.verdicts) if suite.relation_transform(c) == t.name}
-        out.append(Pair(t, source, derived, verdicts))
-    return out
+from oloproof.views import NO_STATE, CaseView
 
 
 def calls_text(view: CaseView) -> str:
@@ -46,7 +15,7 @@ def calls_text(view: CaseView) -> str:
     return "; ".join(f"{s.tool_name}({canonical_json(s.arguments).decode()})" for s in view.trajectory.calls) or "(none)"
 
 
-def pair_rows(pair: Pair) -> list[list[Any]]:
+def pair_rows(pair: Any) -> list[list[Any]]:
     """[label, source value, derived value] rows: the request field, the output, the tool
     calls, the final state, then each relation's verdict."""
     s, d, field = pair.source, pair.derived, pair.transform.field
@@ -67,8 +36,7 @@ def pair_rows(pair: Pair) -> list[list[Any]]:
 def replay_rows(view: CaseView, replays: list[Any]) -> list[dict[str, Any]]:
     """One row per stored replay: its kind, version, checkpoint, change, and either the
     control replay's fidelity or what the agent did after the fault."""
-    from oloproof.replay.fidelity import compare
-    from oloproof.replay.report import after_fault
+    from oloproof.replay.fidelity import after_fault, compare
 
     rows = []
     for r in sorted(replays, key=lambda r: (r.started.system_version, r.kind != "control")):

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from oloproof.evaluate.engine import Summary, SuiteEvaluation
+from oloproof.evaluate.engine import CaseResult, Summary, SuiteEvaluation
 
 
 def _num(x: float | None) -> float | None:
@@ -17,6 +22,17 @@ def _value(x: Any) -> Any:
     if x is None:
         return None
     return int(x) if float(x).is_integer() else float(x)
+
+
+def case_entry(criteria: list[str], c: CaseResult) -> dict[str, Any]:
+    """One case of the results: its verdicts (and compared state paths)."""
+    verdicts = {}
+    for name, (verdict, reason) in zip(criteria, c.verdicts):
+        verdicts[name] = {"verdict": verdict} if reason is None else {"verdict": verdict, "reason": reason}
+    entry: dict[str, Any] = {"case_id": c.case_id, "verdicts": verdicts}
+    if c.paths:
+        entry["paths"] = [msgspec.to_builtins(p) for p in c.paths]
+    return entry
 
 
 def results_dict(run_id: str, system_name: str, system_version: str, suite: SuiteEvaluation,
@@ -45,15 +61,7 @@ def results_dict(run_id: str, system_name: str, system_version: str, suite: Suit
             "high": _num(r.high), "low_support": s.low_support, "method": r.method,
             **({"clusters": r.clusters} if r.approximate else {}),
         })
-    cases = []
-    for c in summary.cases:
-        verdicts = {}
-        for name, (verdict, reason) in zip(suite.criteria, c.verdicts):
-            verdicts[name] = {"verdict": verdict} if reason is None else {"verdict": verdict, "reason": reason}
-        entry: dict[str, Any] = {"case_id": c.case_id, "verdicts": verdicts}
-        if c.paths:
-            entry["paths"] = [msgspec.to_builtins(p) for p in c.paths]
-        cases.append(entry)
+    cases = [case_entry(suite.criteria, c) for c in summary.cases]
     gate: dict[str, Any] = {"decision": None, "rules": []}
     if summary.gate is not None:
         gate = {
@@ -76,3 +84,53 @@ def results_dict(run_id: str, system_name: str, system_version: str, suite: Suit
         "gate": gate,
         **({"transforms": transforms} if transforms else {}),
     }
+
+
+_MARK = "\x00cases\x00"
+
+
+class ResultsFile:
+    def __init__(self, path: str, criteria: list[str]):
+        self.path = path
+        self.criteria = criteria
+        self._spool = tempfile.TemporaryFile(mode="w+b")
+        self._index: list[tuple[int, int, int]] = []  # (position, offset, length): 24 bytes a case
+
+    def add(self, result: CaseResult) -> None:
+        data = json.dumps(case_entry(self.criteria, result), indent=2, ensure_ascii=False).encode()
+        offset = self._spool.tell()
+        self._spool.write(data)
+        self._index.append((result.position, offset, len(data)))
+
+    def write(self, document: dict[str, Any]) -> None:
+        """Write the document; its ``cases`` are the entries added, in suite order."""
+        document = {**document, "cases": _MARK}
+        head, _, tail = json.dumps(document, indent=2, ensure_ascii=False).partition(json.dumps(_MARK))
+        self._index.sort()
+        if self.path == "-":
+            self._emit(sys.stdout.buffer, head, tail)
+            sys.stdout.flush()
+            return
+        target = Path(self.path)
+        fd, tmp = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent or ".")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                self._emit(out, head, tail)
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    def _emit(self, out: Any, head: str, tail: str) -> None:
+        out.write(head.encode())
+        out.write(b"[")
+        for i, (_, offset, length) in enumerate(self._index):
+            self._spool.seek(offset)
+            entry = self._spool.read(length)
+            out.write(b"\n    " if i == 0 else b",\n    ")
+            out.write(entry.replace(b"\n", b"\n    "))
+        out.write(b"\n  ]" if self._index else b"]")
+        out.write(tail.encode() + b"\n")
+
+    def close(self) -> None:
+        self._spool.close()

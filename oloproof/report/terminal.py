@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from oloproof.evaluate.engine import Summary
-from oloproof.evaluate.view import NO_STATE, CaseView
+from oloproof.views import NO_STATE, CaseView
 from oloproof.stats.intervals import RateInterval, round_outward
 
 

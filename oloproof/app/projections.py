@@ -1,23 +1,23 @@
 """Projection rows derived from events: the ``runs`` and ``cases`` tables (each case row
 carries its verdicts).
 
-The runner writes these rows in the same transaction as the case's events; the
-:class:`RunProjector` derives the very same rows from the log alone, which is how
-``oloproof audit rebuild`` drops and rebuilds them.
+A run writes these rows in batches after its cases commit; the :class:`RunProjector` derives
+the very same rows from the log alone, which is how ``oloproof audit rebuild`` drops and
+rebuilds them.
 """
 
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Callable
+from typing import Any
 
 import msgspec
 
 from oloproof.errors import CorruptLogError
-from oloproof.evaluate.engine import CaseResult, SuiteEvaluation
-from oloproof.evaluate.view import CaseView, fold_case
+from oloproof.evaluate.engine import CaseResult
 from oloproof.events import RunFinished, RunStarted, canonical_json, decode_stream
-from oloproof.store.base import StoredEvent
+from oloproof.store.base import EventStore, StoredEvent
+from oloproof.views import CaseView, fold_case
 
 
 def evaluation_key(config_digest: str, system_version: str) -> str:
@@ -85,46 +85,35 @@ def case_rows(run_id: str, view: CaseView, result: CaseResult, criteria: list[st
     return rows
 
 
-def decode_stored(events: list[StoredEvent]) -> list[Any]:
-    if not events:
-        return []
-    return decode_stream(events[0].stream, [ev.payload for ev in events], events[0].seq)
-
-
 class RunProjector:
-    """Feeds on streams in (stream, seq) order: a run's own stream comes before its cases."""
+    """Derives the projection rows of every stream, fed in (stream, seq) order: a run's own
+    stream comes before its cases. Cases are judged through the one evaluation pipeline
+    (:class:`~oloproof.app.evidence.RunEvidence`) with the configuration each run stored."""
 
-    def __init__(self, suite_for: Callable[[RunStarted], SuiteEvaluation],
-                 replays_for: Callable[[RunStarted], Any] | None = None,
-                 pairs: Callable[[str], Any] | None = None):
-        self._pairs = pairs
-        self._suite_for = suite_for
-        self._replays_for = replays_for
-        self._suites: dict[str, SuiteEvaluation] = {}
-        self._replays: dict[str, Any] = {}
-        self._keys: dict[str, str] = {}
+    def __init__(self, store: EventStore):
+        self.store = store
+        self._runs: dict[str, tuple[Any, str]] = {}
 
     def __call__(self, stream: str, stored: list[StoredEvent]) -> dict[str, list[tuple]]:
+        from oloproof.app.evidence import RunEvidence
+        from oloproof.app.project import suite_from_stored
+        from oloproof.app.runs import StoredRun
+
         if stream.startswith("replay/"):
             return {}  # replays are read through the replay cache; they project no rows
-        events = decode_stored(stored)
+        events = decode_stream(stream, [e.payload for e in stored], stored[0].seq)
         run_id, sep, _ = stream.partition("/")
         if not sep:
             started = events[0]
             if not isinstance(started, RunStarted):
                 raise CorruptLogError(f"run stream {stream!r} does not begin with run_started")
             finished = next((e for e in events if isinstance(e, RunFinished)), None)
-            self._suites[run_id] = self._suite_for(started)
-            self._keys[run_id] = run_eval_key(started)
-            if self._replays_for is not None:
-                self._replays[run_id] = self._replays_for(started)
+            run = StoredRun(started, finished, [], len(events))
+            self._runs = {run_id: (RunEvidence(self.store, run, suite_from_stored(started.config)),
+                                   run_eval_key(started))}
             return {"runs": [run_row(started, finished)]}
-        suite = self._suites.get(run_id)
-        if suite is None:
+        if run_id not in self._runs:
             raise CorruptLogError(f"case stream {stream!r} has no run_started for run {run_id!r}")
+        evidence, key = self._runs[run_id]
         view = fold_case(events, stream)
-        if "~" in view.case_id and self._pairs is not None:
-            self._pairs(run_id).attach(view)
-        if suite.fault_specs and run_id in self._replays:
-            self._replays[run_id].attach(stream, view, suite.fault_specs)
-        return case_rows(run_id, view, suite.evaluate_case(view), suite.criteria, self._keys[run_id])
+        return case_rows(run_id, view, evidence.judge(view), evidence.suite.criteria, key)

@@ -14,8 +14,8 @@ _SKIP = {"__pycache__", ".oloproof", ".pytest_cache"}
 
 
 def examples_root() -> Path:
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "_examples", here.parent / "examples"):
+    package = Path(__file__).resolve().parent.parent
+    for candidate in (package / "_examples", package.parent / "examples"):
         if candidate.is_dir():
             return candidate
     raise UsageError("the packaged examples are missing from this installation")

@@ -11,7 +11,7 @@ import importlib
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from oloproof.config.cases import CaseFile, SuiteInfo
 from oloproof.config.metamorphic import Suite, load_labels
@@ -26,7 +26,7 @@ from oloproof.config.models import (
 from oloproof.errors import ConfigError
 from oloproof.evaluate.engine import SuiteEvaluation, build_suite
 from oloproof.events import canonical_json
-from oloproof.recorder.declare import Stateful, system_info
+from oloproof.system import SystemFactory, SystemSlot, system_info
 
 CONFIG_FILE = "oloproof.yaml"
 
@@ -107,25 +107,12 @@ def _inside(file: str | None, root: Path) -> bool:
         return False
 
 
-@dataclass
-class LoadedSystem:
-    name: str
-    version: str
-    records: tuple[str, ...]
-    call: Callable[[Any], Any]
-    instance: Any  # the Stateful object owning the sandbox, if any
-    target: Any = None  # what system.callable named (a class is instantiated once)
-
-    @property
-    def stateful(self) -> bool:
-        return self.instance is not None and isinstance(self.instance, Stateful)
-
-
-def load_system(project: Project) -> LoadedSystem:
-    """Import ``system.callable`` from the project folder and check it against ``@system``."""
-    cfg = project.config.system
-    where = project.locator.where(("system", "callable"))
-    module_name, _, attr = cfg.callable.partition(":")
+def _import(project: Project, spec: str, key: str) -> Any:
+    """The object ``module:attribute`` names, imported from the project folder. Anything the
+    import does — raise, ``sys.exit()`` — is a located configuration error, never the
+    command's own exit."""
+    where = project.locator.where(("system", key))
+    module_name, _, attr = spec.partition(":")
     root = str(project.root)
     if root not in sys.path:
         sys.path.insert(0, root)
@@ -138,15 +125,42 @@ def load_system(project: Project) -> LoadedSystem:
             if loaded is not None:  # another project's module of the same name
                 del sys.modules[module_name]
             module = importlib.import_module(module_name)
-    except Exception as e:  # user code: anything can happen on import
-        raise ConfigError(f"{where}: system.callable {cfg.callable!r}: cannot import module "
+    except BaseException as e:  # user code: anything can happen on import, SystemExit included
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        raise ConfigError(f"{where}: system.{key} {spec!r}: cannot import module "
                           f"{module_name!r}: {type(e).__name__}: {e}") from e
     obj: Any = module
     for part in attr.split("."):
         if not hasattr(obj, part):
-            raise ConfigError(f"{where}: system.callable {cfg.callable!r}: module {module_name!r} "
+            raise ConfigError(f"{where}: system.{key} {spec!r}: module {module_name!r} "
                               f"has no attribute {attr!r}")
         obj = getattr(obj, part)
+    return obj
+
+
+@dataclass
+class LoadedSystem:
+    """A project's system: the factory of its slots, and the first slot (made to prove that
+    one can be made; an executor in this process uses it rather than make another)."""
+
+    factory: SystemFactory
+    slot: SystemSlot
+
+    @property
+    def name(self) -> str:
+        return self.factory.name
+
+    @property
+    def version(self) -> str:
+        return self.factory.version
+
+
+def load_system(project: Project) -> LoadedSystem:
+    """Import ``system.callable`` (and ``system.factory``) from the project folder, check it
+    against ``@system``, and make one slot to prove it can be made (errors exit 2)."""
+    cfg = project.config.system
+    obj = _import(project, cfg.callable, "callable")
     info = system_info(obj)
     if info is not None:
         for field, declared in (("name", info.name), ("version", info.version),
@@ -159,32 +173,34 @@ def load_system(project: Project) -> LoadedSystem:
                     f"{project.locator.where(('system', field))}: system.{field} is {configured!r} in "
                     f"oloproof.yaml but @system declares {declared!r} on {cfg.callable}; make them agree"
                 )
-    target = obj
-    if isinstance(obj, type):
-        try:
-            target = obj()
-        except Exception as e:
-            raise ConfigError(f"{where}: cannot instantiate {cfg.callable}: {type(e).__name__}: {e}") from e
-    if callable(target):
-        call = target
-    elif callable(getattr(target, "run", None)):
-        call = target.run
-    else:
-        raise ConfigError(f"{where}: system.callable {cfg.callable!r} is neither callable nor has a "
-                          "run(case) method")
-    instance = target if isinstance(target, Stateful) else None
-    return LoadedSystem(cfg.name, cfg.version, cfg.records, call, instance, target)
+    make = None
+    if cfg.factory:
+        make = _import(project, cfg.factory, "factory")
+        if not callable(make):
+            raise ConfigError(f"{project.locator.where(('system', 'factory'))}: system.factory "
+                              f"{cfg.factory!r} is not callable")
+    factory = SystemFactory(cfg.name, cfg.version, cfg.records, obj, cfg.callable, make, cfg.factory,
+                            str(project.root))
+    try:
+        slot = factory.make_slot()
+    except ConfigError as e:
+        raise ConfigError(f"{project.locator.where(('system', 'callable'))}: {e}") from e
+    return LoadedSystem(factory, slot)
 
 
-def declared_tools(system: LoadedSystem) -> set[str]:
+def declared_tools(factory: SystemFactory) -> set[str]:
     """Names of the ``@tool``-decorated functions a system declares: methods of its class, or
     functions of the module it lives in."""
     import inspect
 
     names: set[str] = set()
-    owner = system.target
-    places = [type(owner)] if owner is not None and not inspect.isfunction(owner) else []
-    module = sys.modules.get(getattr(system.call, "__module__", "") or "")
+    target = factory.target
+    places: list[Any] = []
+    if isinstance(target, type):
+        places.append(target)
+    elif not inspect.isroutine(target):
+        places.append(type(target))
+    module = sys.modules.get(getattr(target, "__module__", "") or "")
     if module is not None:
         places.append(module)
     for place in places:

@@ -1,0 +1,121 @@
+"""The one evaluation pipeline for stored cases: a case's events, its stored replays and its
+metamorphic source, judged by :meth:`~oloproof.evaluate.engine.SuiteEvaluation.evaluate`.
+
+``oloproof eval``, ``gate``, ``show``, ``view``, ``export`` and ``audit rebuild`` all judge
+cases through :class:`RunEvidence`; a run judges them through the same ``evaluate`` with the
+evidence it has just produced (:mod:`oloproof.app.run`). Nothing runs here: a replay that is
+not stored leaves its case ``missing`` (``replay_not_run``).
+"""
+
+from __future__ import annotations
+
+from oloproof.app.runs import StoredRun, find_case_view, iter_case_views, load_run
+from oloproof.evaluate.engine import Accumulator, CaseResult, SuiteEvaluation, Summary
+from oloproof.replay.cache import ReplayCache
+from oloproof.store.base import EventStore
+from oloproof.views import NO_REPLAYS, CaseView, Replays
+
+
+class PairSources:
+    """The source case of each derived case ``<source>~<transform>``, read from the log. The
+    last source seen is kept: in suite order a source comes right before its derived cases."""
+
+    def __init__(self, store: EventStore, run_id: str):
+        self.store, self.run_id = store, run_id
+        self._last: CaseView | None = None
+
+    def seen(self, view: CaseView) -> None:
+        if not view.is_derived:
+            self._last = view
+
+    def source_of(self, view: CaseView) -> CaseView | None:
+        if not view.is_derived:
+            return None
+        source_id = view.cluster
+        if self._last is not None and self._last.case_id == source_id:
+            return self._last
+        return find_case_view(self.store, self.run_id, source_id)
+
+
+class RunEvidence:
+    """Judges the stored cases of one run: each with its stored replays (keyed by the system
+    version that recorded the run) and, for a derived case, its source case."""
+
+    def __init__(self, store: EventStore, run: StoredRun, suite: SuiteEvaluation):
+        self.store, self.run, self.suite = store, run, suite
+        s = run.started
+        self.replays = ReplayCache(store, s.system_name, s.system_version)
+        self.pairs = PairSources(store, run.run_id)
+
+    def evidence(self, view: CaseView) -> tuple[Replays, CaseView | None]:
+        self.pairs.seen(view)
+        replays = self.replays.collect(view, self.suite.fault_specs) if self.suite.fault_specs else NO_REPLAYS
+        source = self.pairs.source_of(view) if self.suite.needs_pairs else None
+        return replays, source
+
+    def judge(self, view: CaseView) -> CaseResult:
+        replays, source = self.evidence(view)
+        return self.suite.evaluate(view, replays=replays, pair_source=source)
+
+    def with_evidence(self, view: CaseView) -> CaseView:
+        replays, source = self.evidence(view)
+        return view.with_evidence(replays=replays, pair_source=source)
+
+
+def accumulator(run: StoredRun, suite: SuiteEvaluation, keep_cases: bool) -> Accumulator:
+    # a run recorded with transforms holds clusters, whatever the configuration says now
+    multi = None if run.started.config["oloproof"].get("metamorphic") else set()
+    return Accumulator(suite, keep_cases=keep_cases, multi=multi)
+
+
+def evaluate_run(store: EventStore, run_id: str, suite: SuiteEvaluation, eval_key: str | None = None,
+                 keep_cases: bool = True) -> Summary:
+    """Evaluate a stored run from its events (nothing runs).
+
+    With ``eval_key`` (see :func:`~oloproof.app.projections.evaluation_key`) the per-case
+    results are cached in the ``evaluations`` projection: when every committed case has a row
+    for that key, they are read back instead of decoding events and replays again.
+    """
+    from oloproof.app.projections import cacheable, decode_result, encode_result
+
+    criteria = suite.criteria
+    run = load_run(store, run_id)
+    acc = accumulator(run, suite, keep_cases)
+    if eval_key is not None:
+        cached = store.count("evaluations", run_id=run_id, eval_key=eval_key)
+        if cached and cached == store.count_streams(run_id + "/"):
+            for r in store.iter_projection("evaluations", run_id=run_id, eval_key=eval_key):
+                acc.add(decode_result(r["case_id"], r["position"], r["result"], criteria))
+            return acc.summary()
+    judge = RunEvidence(store, run, suite).judge
+    rows: list[tuple] = []
+    for view in iter_case_views(store, run_id):
+        result = judge(view)
+        acc.add(result)
+        if eval_key is not None and cacheable(result):
+            rows.append((run_id, eval_key, result.case_id, result.position, encode_result(result, criteria)))
+            if len(rows) >= 2000:
+                store.commit((), {"evaluations": rows})
+                rows = []
+    if rows:
+        store.commit((), {"evaluations": rows})
+    return acc.summary()
+
+
+def rebuild_projections(store: EventStore) -> None:
+    """Drop every projection row and derive them again from the events alone."""
+    from oloproof.app.projections import RunProjector
+
+    store.rebuild_projections(RunProjector(store))
+    if hasattr(store, "projections_stale"):
+        store.projections_stale = False
+
+
+def judged_case(store: EventStore, run: StoredRun, suite: SuiteEvaluation, case_id: str) -> tuple[CaseView, CaseResult]:
+    """One stored case with its evidence, and its result."""
+    from oloproof.app.runs import case_view
+
+    evidence = RunEvidence(store, run, suite)
+    view = evidence.with_evidence(case_view(store, run.run_id, case_id))
+    return view, suite.evaluate(view, replays=view.replays, pair_source=view.pair_source)
+

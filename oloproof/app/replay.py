@@ -1,0 +1,173 @@
+"""``oloproof replay``: control and fault replays of a stored run, case by case.
+
+The replays run as :data:`~oloproof.replay.engine.REPLAY_JOB` s on the chosen executor, like a
+run's; the driver commits each case's new replays in one transaction and judges the case with
+a ``fault_recovery`` evaluator through the one evaluation path.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from oloproof.app.project import declared_tools, load_project, load_system
+from oloproof.app.runs import iter_case_views, load_run
+from oloproof.config.locate import did_you_mean
+from oloproof.errors import UsageError
+from oloproof.evaluate.engine import SuiteEvaluation
+from oloproof.recorder.executors import Executor, SerialExecutor
+from oloproof.recorder.jobs import Job
+from oloproof.replay.cache import ReplayCache
+from oloproof.replay.engine import PREFIX, REPLAY_JOB, ReplayArgs
+from oloproof.replay.faults import FAULT_KINDS
+from oloproof.replay.fidelity import after_fault, compare
+from oloproof.replay.plan import FaultSpec, Needed, Plan, plan_fault
+from oloproof.store.base import EventStore, StreamAppend
+from oloproof.events import decode_many
+from oloproof.views import CaseView, fold_replay
+
+
+def parse_fault(spec: str) -> tuple[str, str]:
+    tool, sep, kind = spec.rpartition(":")
+    if not sep or not tool or not kind:
+        raise UsageError(f"--fault {spec!r}: expected TOOL:KIND, e.g. issue_refund:error")
+    if kind not in FAULT_KINDS:
+        raise UsageError(f"--fault {spec!r}: unknown kind {kind!r}{did_you_mean(kind, FAULT_KINDS)} "
+                         f"(one of {', '.join(FAULT_KINDS)})")
+    return tool, kind
+
+
+def replay_run(store: EventStore, project_dir: str, run_id: str, fault_spec: str, *,
+               case_ids: Iterable[str] = (), escalate: Iterable[str] = (),
+               allow_version_change: bool = False, executor: Executor | None = None) -> dict[str, Any]:
+    """Check every input, then run (or find) the replays and judge each case."""
+    from oloproof.evaluate.base import registry
+
+    tool, kind = parse_fault(fault_spec)
+    project = load_project(project_dir)
+    system = load_system(project)
+    stored = load_run(store, run_id)
+    s = stored.started
+    if s.system_name != system.name:
+        raise UsageError(f"run {run_id!r} recorded system {s.system_name!r}; the installed system is "
+                         f"{system.name!r}")
+    if s.system_version != system.version and not allow_version_change:
+        raise UsageError(
+            f"run {run_id!r} was recorded by {s.system_name} version {s.system_version!r}; the "
+            f"installed version is {system.version!r}. Replaying would test the installed version "
+            "against another version's recording: pass --allow-version-change to do it anyway")
+    known: set[str] = set()
+    tools = declared_tools(system.factory)
+    for v in iter_case_views(store, run_id):
+        known.add(v.case_id)
+        if v.trajectory is not None:
+            tools.update(v.trajectory.tool_names)
+    wanted = list(case_ids)
+    for cid in wanted:
+        if cid not in known:
+            raise UsageError(f"run {run_id!r} has no case {cid!r}{did_you_mean(cid, known)}")
+    if tool not in tools:
+        raise UsageError(f"--fault {fault_spec!r}: the system never declared or called a tool {tool!r}"
+                         f"{did_you_mean(tool, tools)} (tools: {', '.join(sorted(tools)) or 'none'})")
+    escalate_tools = list(escalate)
+    if not escalate_tools:
+        for ev in project.suite.evaluators:
+            if ev.replay_spec is not None and ev.replay_spec[0] == tool:
+                escalate_tools = list(ev.config.escalate_tools)  # type: ignore[attr-defined]
+                break
+    cls = registry()["fault_recovery"]
+    evaluator = cls(cls.config_model.model_validate(
+        {"type": "fault_recovery", "tool": tool, "fault": kind, "escalate_tools": escalate_tools}))
+    suite = SuiteEvaluation([evaluator], [], [], 1, None)
+    spec = FaultSpec(tool, kind)
+    cache = ReplayCache(store, system.name, system.version)
+    executor = executor or SerialExecutor()
+    system.factory.check_slots(executor.slots_per_process)
+
+    executed = looked_up = 0
+    results: dict[str, dict[str, Any]] = {}
+
+    def judge(view: CaseView, extra: dict[str, Any]) -> None:
+        nonlocal looked_up
+        replays = cache.collect(view, [spec], extra=extra)
+        verdict, reason = suite.evaluate(view, replays=replays, pair_source=None).verdicts[0]
+        entry: dict[str, Any] = {"case_id": view.case_id, "verdict": verdict}
+        if reason:
+            entry["reason"] = reason
+        plan = plan_fault(view, tool) if view.trajectory is not None else None
+        pair = replays.get((tool, kind))
+        if isinstance(plan, Plan):
+            cp = plan.checkpoint
+            entry["checkpoint"] = {"step_index": cp.step_index, "id": cp.id}
+            entry["faulted_step"] = plan.call_index
+        if pair is not None:
+            looked_up += (pair.control is not None) + (pair.fault is not None)
+            if pair.control is not None:
+                if pair.control.error_kind is not None:
+                    entry["control"] = {"faithful": False, "first_difference": {
+                        "message": f"the control replay raised: {pair.control.error}"}}
+                else:
+                    f = compare(view, pair.control, pair.plan.checkpoint.step_index)
+                    entry["control"] = {"faithful": f.faithful, "first_difference": f.first_difference}
+            if pair.fault is not None:
+                entry["after_fault"] = after_fault(pair.fault, pair.plan.call_index)
+        results[view.case_id] = entry
+
+    executor.start(system.factory, system.slot)
+    order: list[str] = []
+    stopped = True
+    try:
+        job_id = 0
+        views = (v for v in iter_case_views(store, run_id) if not wanted or v.case_id in wanted)
+        exhausted = False
+        while True:
+            while not exhausted and executor.outstanding < executor.capacity:
+                view = next(views, None)
+                if view is None:
+                    exhausted = True
+                    break
+                order.append(view.case_id)
+                missing: list[Needed] = []
+                cache.collect(view, [spec], missing=missing)
+                if not missing:
+                    judge(view, {})
+                    continue
+                payloads = [e.payload for e in store.read_stream(f"{run_id}/{view.case_id}")]
+                found = {n.key: cache.payloads(n.key) for n in missing}  # none: the job runs them
+                job_id += 1
+                executor.submit(Job(job_id, REPLAY_JOB, ReplayArgs(f"{run_id}/{view.case_id}", payloads,
+                                                                   [(tool, kind)], {k: v for k, v in found.items() if v}),
+                                    project.config.timeout, view))
+            if executor.outstanding == 0 and exhausted:
+                break
+            for done in executor.poll(0.25):
+                if done.error is not None:
+                    raise RuntimeError(f"a replay job failed: {done.error}") from done.error
+                streams = done.result.streams
+                new = [x for x in streams if store.stream_length(x.stream) == 0]
+                if new:
+                    store.commit([StreamAppend(x.stream, 0, x.payloads, x.types) for x in new])
+                executed += len(new)
+                judge(done.job.tag, {x.stream[len(PREFIX):]: fold_replay(decode_many(x.payloads), x.stream)
+                                     for x in streams})
+        stopped = False
+    finally:
+        executor.close(cancel=stopped)
+    counts = {"passed": 0, "observed": 0, "missing": 0, "excluded": 0}
+    cases = [results[cid] for cid in order]
+    for entry in cases:
+        verdict = entry["verdict"]
+        if verdict in ("pass", "fail"):
+            counts["observed"] += 1
+            counts["passed"] += verdict == "pass"
+        else:
+            counts[verdict] += 1
+    return {
+        "run_id": run_id,
+        "system": {"name": system.name, "version": system.version, "recorded_version": s.system_version},
+        "fault": {"tool": tool, "kind": kind, "escalate_tools": escalate_tools},
+        "executed": executed,
+        "cached": looked_up - executed,
+        "cases": cases,
+        "summary": {"criterion": evaluator.criterion, **counts},
+    }
+

@@ -1,0 +1,109 @@
+"""What the reports show, read from the log: a run's summary, a case panel (the case with its
+replays and metamorphic pairs), the HTML bundle's data and the JSONL export. Every case is
+judged through :class:`~oloproof.app.evidence.RunEvidence`; the report layer only renders."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from oloproof.app.evidence import RunEvidence, evaluate_run
+from oloproof.app.project import suite_from_stored
+from oloproof.app.projections import run_eval_key
+from oloproof.app.runs import StoredRun, case_view, find_case_view, iter_case_views, load_run
+from oloproof.evaluate.engine import CaseResult, SuiteEvaluation, Summary
+from oloproof.replay.cache import all_replays, replays_of_case
+from oloproof.store.base import EventStore
+from oloproof.views import CaseView, ReplayView
+
+
+@dataclass
+class Pair:
+    transform: Any  # TransformConfig
+    source: CaseView
+    derived: CaseView
+    verdicts: dict[str, tuple[str, str | None]]  # the relation criteria, judged on the derived case
+
+
+@dataclass
+class RunReport:
+    run: StoredRun
+    suite: SuiteEvaluation
+    summary: Summary
+
+
+def run_report(store: EventStore, run_id: str, *, keep_cases: bool = False) -> RunReport:
+    """A stored run judged under the rules it ran with."""
+    run = load_run(store, run_id)
+    suite = suite_from_stored(run.started.config)
+    summary = evaluate_run(store, run_id, suite, eval_key=run_eval_key(run.started), keep_cases=keep_cases)
+    return RunReport(run, suite, summary)
+
+
+def pairs_of(view: CaseView, evidence: RunEvidence) -> list[Pair]:
+    """The metamorphic pairs ``view`` (judged with its evidence) belongs to."""
+    suite = evidence.suite
+    out = []
+    for t in suite.transforms:
+        if view.case_id.endswith("~" + t.name):
+            source, derived = view.pair_source, view
+        elif not view.is_derived:
+            found = find_case_view(evidence.store, evidence.run.run_id, f"{view.case_id}~{t.name}")
+            source, derived = view, None if found is None else evidence.with_evidence(found)
+        else:
+            continue
+        if source is None or derived is None:
+            continue
+        judged = suite.evaluate(derived, replays=derived.replays, pair_source=source)
+        verdicts = {c: v for c, v in zip(suite.criteria, judged.verdicts) if suite.relation_transform(c) == t.name}
+        out.append(Pair(t, source, derived, verdicts))
+    return out
+
+
+@dataclass
+class CasePanel:
+    view: CaseView  # with its evidence
+    result: CaseResult
+    verdicts: dict[str, tuple[str, str | None]]
+    replays: list[ReplayView]  # every stored replay of the case, any system version
+    pairs: list[Pair]
+
+
+def case_panel(store: EventStore, run: StoredRun, suite: SuiteEvaluation, case_id: str,
+               replays: list[ReplayView] | None = None, evidence: RunEvidence | None = None) -> CasePanel:
+    evidence = evidence or RunEvidence(store, run, suite)
+    view = evidence.with_evidence(case_view(store, run.run_id, case_id))
+    result = suite.evaluate(view, replays=view.replays, pair_source=view.pair_source)
+    if replays is None:
+        replays = replays_of_case(store, view.fingerprint, view.case_id)
+    return CasePanel(view, result, dict(zip(suite.criteria, result.verdicts)), replays, pairs_of(view, evidence))
+
+
+def replays_by_case(store: EventStore) -> dict[str, list[ReplayView]]:
+    """Every stored replay, by case id and fingerprint (one pass over the replay streams)."""
+    by_case: dict[str, list[ReplayView]] = {}
+    for r in all_replays(store):
+        by_case.setdefault(r.started.case_id + "\x00" + r.started.fingerprint, []).append(r)
+    return by_case
+
+
+def case_panels(store: EventStore, report: RunReport) -> Iterator[CasePanel]:
+    """Every committed case's panel, in suite order, one case read at a time."""
+    run, suite = report.run, report.suite
+    by_case = replays_by_case(store)
+    evidence = RunEvidence(store, run, suite)
+    for row in sorted(store.iter_projection("cases", run_id=run.run_id), key=lambda r: r["position"]):
+        head = find_case_view(store, run.run_id, row["case_id"])
+        if head is None:
+            continue
+        yield case_panel(store, run, suite, row["case_id"],
+                         by_case.get(head.case_id + "\x00" + head.fingerprint, []), evidence)
+
+
+def judged_cases(store: EventStore, run_id: str) -> Iterator[tuple[CaseView, dict[str, tuple[str, str | None]]]]:
+    """Every committed case of a run with its verdicts under the run's own rules, in suite order."""
+    run = load_run(store, run_id)
+    suite = suite_from_stored(run.started.config)
+    evidence = RunEvidence(store, run, suite)
+    for view in sorted(iter_case_views(store, run_id), key=lambda v: v.position):
+        yield view, dict(zip(suite.criteria, evidence.judge(view).verdicts))

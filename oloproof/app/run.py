@@ -1,0 +1,375 @@
+"""Running a suite: the driver, the only writer of the log.
+
+The driver walks the suite in order and keeps an executor busy with jobs — record a case,
+replay a recorded one — taking their results in whatever order they finish:
+
+1. a recorded case is committed at once, its whole stream in one transaction (a crash loses
+   at most the cases in flight, never a committed one, never half a case);
+2. the replays its fault evaluators need are looked up by key; those not stored yet run as one
+   replay job on the same executor, and are committed together when it returns;
+3. a derived case ``<source>~<transform>`` waits, if need be, for its source to be recorded;
+4. the case is judged by the one evaluation path
+   (:meth:`~oloproof.evaluate.engine.SuiteEvaluation.evaluate`) and aggregated; only counts
+   (and the numbers quantiles need) stay in memory, whatever the suite's size.
+
+Results do not depend on the executor or on the order cases finish in. ``--resume`` walks the
+same suite: a case already committed is read back and goes on from step 2.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable, Iterator
+
+from oloproof.app.project import LoadedSystem, Project
+from oloproof.app.projections import case_rows, evaluation_key, run_row
+from oloproof.app.runs import load_run
+from oloproof.config.cases import SuiteCase, SuiteInfo
+from oloproof.errors import Interrupted, UsageError
+from oloproof.evaluate.engine import Accumulator, CaseResult, Summary
+from oloproof.events import RunFinished, RunResumed, RunStarted, decode_many, decode_stream, encode, tag_of
+from oloproof.recorder.executors import Executor, SerialExecutor
+from oloproof.recorder.jobs import Done, Job
+from oloproof.recorder.record import CASE_JOB, CaseArgs
+from oloproof.replay.cache import ReplayCache
+from oloproof.replay.engine import PREFIX, REPLAY_JOB, ReplayArgs
+from oloproof.replay.plan import Needed, collect
+from oloproof.store.base import EventStore, StreamAppend
+from oloproof.views import NO_REPLAYS, CaseView, Replays, fold_case, fold_replay
+
+Progress = Callable[[int, int], None]
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
+
+
+@dataclass
+class RunOutcome:
+    run_id: str
+    system_name: str
+    system_version: str
+    summary: Summary
+    errors: int
+    resumed: bool
+    executor: str
+    error_messages: list[str] = field(default_factory=list)
+
+
+class _Rows:
+    """Projection rows waiting for their batch (they follow the case commits)."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, list[tuple]] = {"cases": [], "evaluations": []}
+        self.flushed = time.monotonic()
+
+    def add(self, rows: dict[str, list[tuple]]) -> None:
+        for table, table_rows in rows.items():
+            self.rows[table].extend(table_rows)
+
+    def due(self) -> bool:
+        return len(self.rows["cases"]) >= 1000 or time.monotonic() - self.flushed > 2.0
+
+    def take(self) -> dict[str, list[tuple]]:
+        rows, self.rows = self.rows, {"cases": [], "evaluations": []}
+        self.flushed = time.monotonic()
+        return rows
+
+
+@contextlib.contextmanager
+def interruptible() -> Iterator[None]:
+    """Ctrl-C becomes :class:`~oloproof.errors.Interrupted`, which no case records as its own
+    error (a system that raises ``KeyboardInterrupt`` itself only errors its case)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        raise Interrupted()
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+class _Driver:
+    def __init__(self, project: Project, system: LoadedSystem, store: EventStore, executor: Executor,
+                 *, keep_cases: bool, progress: Progress | None, on_case: Callable[[CaseResult], None] | None,
+                 clock: Callable[[], str]):
+        self.project, self.system, self.store, self.executor = project, system, store, executor
+        self.suite = project.suite
+        self.specs = [(s.tool, s.fault) for s in self.suite.fault_specs]
+        self.timeout = project.config.timeout
+        self.keep_cases = keep_cases
+        self.progress = progress
+        self.on_case = on_case
+        self.clock = clock
+        self.replays = ReplayCache(store, system.name, system.version)
+        self.key = evaluation_key(project.config_digest, system.version)
+        self.rows = _Rows()
+        self.errors = 0
+        self.messages: list[str] = []
+        self.judged = 0
+        self.total = 0
+        self.run_id = ""
+        self.acc: Accumulator | None = None
+        self._job_ids = 0
+        # metamorphic pairs: recorded sources kept until their derived cases are judged
+        self.transforms = len(project.config.metamorphic.transforms) if project.config.metamorphic else 0
+        self.sources: dict[str, list[Any]] = {}  # source id -> [view, derived cases still to judge]
+        self.waiting: dict[str, list[tuple[CaseView, Replays]]] = {}
+
+    # ---- the run's own stream ------------------------------------------------------------
+
+    def start(self, info: SuiteInfo, durability: str) -> str:
+        run_id = new_run_id()
+        p, s = self.project, self.system
+        started = RunStarted(
+            run_id=run_id, system_name=s.name, system_version=s.version, records=list(s.factory.records),
+            config=p.stored_config, config_digest=p.config_digest, cases_path=p.cases_label,
+            suite_digest=info.digest, case_count=info.count, started_at=self.clock(), durability=durability,
+        )
+        self.store.commit([StreamAppend(run_id, 0, [encode(started)], [tag_of(started)])],
+                          {"runs": [run_row(started, None)]})
+        return run_id
+
+    def resume(self, run_id: str, info: SuiteInfo) -> None:
+        stored = load_run(self.store, run_id)
+        s: RunStarted = stored.started
+        if stored.complete:
+            raise UsageError(f"run {s.run_id!r} is already complete; nothing to resume")
+        problems = []
+        if (s.system_name, s.system_version) != (self.system.name, self.system.version):
+            problems.append(f"system is {self.system.name} {self.system.version}, the run used "
+                            f"{s.system_name} {s.system_version}")
+        if s.suite_digest != info.digest:
+            problems.append(f"the cases in {self.project.cases_label} changed since the run started")
+        if s.config_digest != self.project.config_digest:
+            problems.append("oloproof.yaml or release.yaml changed since the run started")
+        if problems:
+            raise UsageError(f"cannot resume run {s.run_id!r}: " + "; ".join(problems)
+                             + ". Start a new run instead.")
+        ev = RunResumed(run_id, self.clock())
+        self.store.commit([StreamAppend(run_id, stored.length, [encode(ev)], [tag_of(ev)])])
+
+    def finish(self) -> None:
+        stored = load_run(self.store, self.run_id)
+        committed = self.store.count_streams(self.run_id + "/")
+        ev = RunFinished(self.run_id, self.clock(), committed)
+        self.store.commit([StreamAppend(self.run_id, stored.length, [encode(ev)], [tag_of(ev)])],
+                          {"runs": [run_row(stored.started, ev)], **self.rows.take()})
+
+    # ---- the work ----------------------------------------------------------------------
+
+    def _job(self, kind: Any, arg: Any, tag: Any = None) -> None:
+        self._job_ids += 1
+        self.executor.submit(Job(self._job_ids, kind, arg, self.timeout, tag))
+
+    def _work(self, resuming: bool) -> Iterator[tuple[int, SuiteCase] | None]:
+        """The suite's cases in order; on resume, a committed case is taken up where it is
+        (``None`` is yielded for it, so that the loop checks the executor's capacity again)."""
+        for position, sc in enumerate(self.project.suite_cases):
+            if resuming:
+                stream = f"{self.run_id}/{sc.id}"
+                stored = self.store.read_stream(stream)
+                if stored:
+                    payloads = [e.payload for e in stored]
+                    self._recorded(fold_case(decode_stream(stream, payloads), stream), payloads)
+                    yield None
+                    continue
+            yield position, sc
+
+    def loop(self, resuming: bool) -> None:
+        executor = self.executor
+        work = self._work(resuming)
+        exhausted = False
+        end = object()
+        while True:
+            while not exhausted and executor.outstanding < executor.capacity:
+                item = next(work, end)
+                if item is end:
+                    exhausted = True
+                    break
+                if item is not None:
+                    position, sc = item  # type: ignore[misc]
+                    self._job(CASE_JOB, CaseArgs(self.run_id, position, sc))
+            if executor.outstanding == 0:
+                if exhausted:
+                    break
+                continue
+            # a bounded wait, so that Ctrl-C is handled promptly whatever the executor waits on
+            for done in executor.poll(0.25):
+                self._done(done)
+            if self.rows.due():
+                self.store.commit((), self.rows.take())
+        if self.waiting:  # a derived case whose source never came: a bug, not a case's fault
+            raise RuntimeError(f"derived cases waited for sources that were never recorded: {sorted(self.waiting)}")
+
+    def _done(self, done: Done) -> None:
+        if done.error is not None:
+            raise RuntimeError(f"an Oloproof job failed: {done.error}") from done.error
+        if done.job.kind is CASE_JOB:
+            rec = done.result
+            stream = f"{self.run_id}/{rec.case_id}"
+            self.store.commit([StreamAppend(stream, 0, rec.payloads, rec.types)])
+            self._recorded(fold_case(decode_many(rec.payloads), stream), rec.payloads)
+        else:
+            self._replayed(done.job.tag, done.result)
+
+    def _recorded(self, view: CaseView, payloads: list[bytes]) -> None:
+        """A case is committed: run (or find) its replays, then judge it."""
+        if view.error is not None:
+            self.errors += 1
+            if len(self.messages) < 5:
+                self.messages.append(view.error if view.error.startswith("case ")
+                                     else f"case {view.case_id!r}: {view.error}")
+        if self.transforms and self.suite.needs_pairs and not view.is_derived:
+            self.sources[view.case_id] = [view, self.transforms]
+            for derived, replays in self.waiting.pop(view.case_id, []):
+                self._judge(derived, replays)
+        if not self.specs:
+            self._ready(view, NO_REPLAYS)
+            return
+        missing: list[Needed] = []
+        found: dict[str, list[bytes]] = {}
+
+        def lookup(key: str) -> Any:
+            stored = self.replays.payloads(key)
+            if stored is None:
+                return None
+            found[key] = stored
+            return fold_replay(decode_stream(PREFIX + key, stored), PREFIX + key)
+
+        replays = collect(view, self.suite.fault_specs, self.system.name, self.system.version, lookup, missing)
+        if not missing:
+            self._ready(view, replays)
+            return
+        self._job(REPLAY_JOB, ReplayArgs(f"{self.run_id}/{view.case_id}", payloads, self.specs, found), tag=view)
+
+    def _replayed(self, view: CaseView, result: Any) -> None:
+        new = [s for s in result.streams if self.store.stream_length(s.stream) == 0]
+        if new:  # the case's replays, in one transaction
+            self.store.commit([StreamAppend(s.stream, 0, s.payloads, s.types) for s in new])
+        extra = {s.stream[len(PREFIX):]: fold_replay(decode_many(s.payloads), s.stream) for s in result.streams}
+        self._ready(view, self.replays.collect(view, self.suite.fault_specs, extra=extra))
+
+    def _ready(self, view: CaseView, replays: Replays) -> None:
+        if self.suite.needs_pairs and view.is_derived and self.transforms:
+            if view.cluster not in self.sources:
+                self.waiting.setdefault(view.cluster, []).append((view, replays))
+                return
+        self._judge(view, replays)
+
+    def _judge(self, view: CaseView, replays: Replays) -> None:
+        source = None
+        if self.suite.needs_pairs and view.is_derived:
+            entry = self.sources.get(view.cluster)
+            if entry is not None:
+                source = entry[0]
+                entry[1] -= 1
+                if entry[1] <= 0:
+                    del self.sources[view.cluster]
+        result = self.suite.evaluate(view, replays=replays, pair_source=source)
+        assert self.acc is not None
+        self.acc.add(result)
+        self.rows.add(case_rows(self.run_id, view, result, self.suite.criteria, self.key))
+        if self.on_case is not None:
+            self.on_case(result)
+        self.judged += 1
+        if self.progress:
+            self.progress(self.judged, self.total)
+
+
+def run_suite(project: Project, system: LoadedSystem, store: EventStore, info: SuiteInfo, *,
+              executor: Executor | None = None, resume: str | None = None, durability: str = "full",
+              progress: Progress | None = None, keep_cases: bool = True,
+              on_case: Callable[[CaseResult], None] | None = None,
+              clock: Callable[[], str] = utc_now) -> RunOutcome:
+    """Run (or, with ``resume``, finish) a run of ``project``'s suite on ``executor``.
+
+    With ``keep_cases=False`` the outcome's summary has no per-case list and memory does not
+    grow with the suite; ``on_case`` receives each case's result as it is judged (in the
+    order cases finish)."""
+    executor = executor or SerialExecutor()
+    system.factory.check_slots(executor.slots_per_process)
+    driver = _Driver(project, system, store, executor, keep_cases=keep_cases, progress=progress,
+                     on_case=on_case, clock=clock)
+    # workers start before anything is written: a cluster that cannot be reached, or a
+    # system that cannot be shared, leaves the log untouched
+    executor.start(system.factory, system.slot)
+    stopped = True
+    try:
+        if resume is None:
+            driver.run_id = driver.start(info, durability)
+        else:
+            driver.run_id = resume
+            driver.resume(resume, info)
+        driver.total = info.count
+        driver.acc = Accumulator(project.suite, keep_cases=keep_cases,
+                                 multi=None if project.config.metamorphic else set())
+        if progress:
+            progress(0, info.count)
+        driver.loop(resuming=resume is not None)
+        stopped = False
+    finally:
+        executor.close(cancel=stopped)
+        if stopped:  # keep what was judged: the projections catch up on resume anyway
+            with contextlib.suppress(Exception):
+                store.commit((), driver.rows.take())
+    driver.finish()
+    return RunOutcome(driver.run_id, system.name, system.version, driver.acc.summary(), driver.errors,
+                      resume is not None, executor.describe(), driver.messages)
+
+
+def make_executor(*, concurrency: int | None = None, workers: int | None = None, executor: str | None = None,
+                  scheduler: str | None = None) -> Executor:
+    """The executor the command line asks for (SPEC §17): ``--concurrency N`` (in-process),
+    ``--workers N`` (processes), ``--executor dask`` (a LocalCluster of ``--workers`` workers)
+    or ``--scheduler tcp://HOST:PORT`` (an existing Dask cluster)."""
+    if concurrency is not None and concurrency < 1:
+        raise UsageError(f"--concurrency {concurrency}: must be at least 1")
+    if workers is not None and workers < 1:
+        raise UsageError(f"--workers {workers}: must be at least 1")
+    dask = executor == "dask" or scheduler is not None
+    if executor not in (None, "serial", "dask"):
+        raise UsageError(f"--executor {executor!r}: one of serial, dask")
+    if dask:
+        if concurrency not in (None, 1):
+            raise UsageError("--concurrency runs cases in this process; with Dask, size the cluster with "
+                             "--workers (LocalCluster) or run one at the scheduler")
+        if scheduler is not None and workers is not None:
+            raise UsageError("--workers sizes the LocalCluster that --executor dask starts; an existing "
+                             "cluster (--scheduler) has its own workers")
+        if scheduler is not None and not scheduler.startswith(("tcp://", "tls://", "inproc://", "ucx://", "ws://", "wss://")):
+            raise UsageError(f"--scheduler {scheduler!r}: expected an address like tcp://HOST:PORT")
+        from oloproof.recorder.dask import DaskExecutor
+
+        return DaskExecutor(workers=workers, scheduler=scheduler)
+    if executor == "serial" and (workers or (concurrency or 1) > 1):
+        raise UsageError("--executor serial runs one case at a time; drop --concurrency/--workers")
+    if workers is not None and concurrency not in (None, 1):
+        raise UsageError("choose one of --concurrency N (in this process) and --workers N (processes)")
+    if workers is not None:
+        from oloproof.recorder.processes import ProcessExecutor
+
+        return ProcessExecutor(workers)
+    if concurrency is not None and concurrency > 1:
+        from oloproof.recorder.executors import ConcurrentExecutor
+
+        return ConcurrentExecutor(concurrency)
+    return SerialExecutor()
+
+
+__all__ = ["RunOutcome", "interruptible", "make_executor", "run_suite"]

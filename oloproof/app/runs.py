@@ -1,0 +1,93 @@
+"""Stored runs: run headers, the cases they committed, run lists. Read-only queries."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+from oloproof.errors import CorruptLogError, UsageError
+from oloproof.events import RunFinished, RunResumed, RunStarted, decode_stream
+from oloproof.store.base import EventStore
+from oloproof.views import CaseView, fold_case
+
+
+@dataclass
+class StoredRun:
+    started: RunStarted
+    finished: RunFinished | None
+    resumed: list[RunResumed]
+    length: int  # events in the run's own stream
+
+    @property
+    def run_id(self) -> str:
+        return self.started.run_id
+
+    @property
+    def complete(self) -> bool:
+        return self.finished is not None
+
+    @property
+    def system(self) -> str:
+        return f"{self.started.system_name} {self.started.system_version}"
+
+
+def load_run(store: EventStore, run_id: str) -> StoredRun:
+    if not run_id or "/" in run_id:
+        raise UsageError(f"{run_id!r} is not a run id (see 'oloproof runs')")
+    stored = store.read_stream(run_id)
+    if not stored:
+        known = [r["run_id"] for r in store.projection("runs")]
+        hint = f"; known runs: {', '.join(known[-5:])}" if known else "; the log has no runs yet"
+        raise UsageError(f"no run {run_id!r} in the log{hint}")
+    events = decode_stream(run_id, [e.payload for e in stored])
+    if not isinstance(events[0], RunStarted):
+        raise CorruptLogError(f"run stream {run_id!r} does not begin with run_started")
+    finished = next((e for e in events if isinstance(e, RunFinished)), None)
+    resumed = [e for e in events if isinstance(e, RunResumed)]
+    return StoredRun(events[0], finished, resumed, len(stored))
+
+
+def latest_run_id(store: EventStore) -> str:
+    runs = store.projection("runs")
+    if not runs:
+        raise UsageError("the log has no runs yet; start one with 'oloproof run'")
+    return max(runs, key=lambda r: (r["started"], r["run_id"]))["run_id"]
+
+
+def resolve_run(store: EventStore, run: str) -> str:
+    """A run id, or ``latest``."""
+    return latest_run_id(store) if run == "latest" else run
+
+
+def iter_case_views(store: EventStore, run_id: str) -> Iterator[CaseView]:
+    """Every committed case of a run, folded from its events (in stream order)."""
+    for stream, payloads in store.iter_streams(run_id + "/"):
+        yield fold_case(decode_stream(stream, payloads), stream)
+
+
+def find_case_view(store: EventStore, run_id: str, case_id: str) -> CaseView | None:
+    """A committed case as recorded (without its evidence), or ``None``."""
+    stream = f"{run_id}/{case_id}"
+    stored = store.read_stream(stream)
+    if not stored:
+        return None
+    return fold_case(decode_stream(stream, [e.payload for e in stored]), stream)
+
+
+def case_view(store: EventStore, run_id: str, case_id: str) -> CaseView:
+    view = find_case_view(store, run_id, case_id)
+    if view is None:
+        raise UsageError(f"run {run_id!r} has no committed case {case_id!r}")
+    return view
+
+
+def list_runs(store: EventStore) -> list[dict]:
+    """Runs with the cases committed so far, newest last (``oloproof runs --json``)."""
+    out = []
+    for r in sorted(store.projection("runs"), key=lambda r: (r["started"], r["run_id"])):
+        out.append({
+            "run_id": r["run_id"], "system": r["system"], "version": r["version"],
+            "started": r["started"], "case_count": r["case_count"],
+            "cases_committed": store.count_streams(r["run_id"] + "/"), "status": r["status"],
+        })
+    return out

@@ -1,0 +1,187 @@
+"""``--executor dask``: the same jobs on Dask ``distributed`` (SPEC §9). Optional: install
+``oloproof[dask]``.
+
+``--executor dask`` starts a ``LocalCluster`` of worker processes; ``--scheduler
+tcp://HOST:PORT`` joins an existing cluster. The system factory is scattered once (cloudpickle
+bytes); each Dask task runs a batch of jobs on the worker thread's own slot and returns their
+results as msgpack bytes. The driver stays the only writer of the log.
+
+A task that Dask retries (a worker lost for an unrelated reason) still returns each of its
+cases once, and the driver commits a case once whatever it receives. A batch whose worker
+died (``KilledWorker``) is split and its jobs run one per task, so the one case that kills
+its worker is recorded with ``worker_died`` and the others normally. Remote workers must be
+able to import the project's modules (same folder, or ``client.upload_file``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import traceback
+from collections import deque
+from typing import Any
+
+import msgspec
+
+from oloproof.errors import UsageError
+from oloproof.recorder.executors import Executor
+from oloproof.recorder.jobs import Done, Job, job_kind
+from oloproof.system import SystemFactory, SystemSlot
+
+MAX_BATCH = 32
+
+_SLOTS = threading.local()
+
+
+def _slot(root: str | None, digest: str, blob: bytes) -> tuple[SystemFactory, SystemSlot]:  # on a worker
+    cache = getattr(_SLOTS, "cache", None)
+    if cache is None:
+        cache = _SLOTS.cache = {}
+    if digest not in cache:
+        import sys
+
+        import cloudpickle
+
+        if root and root not in sys.path:
+            sys.path.insert(0, root)
+        factory = cloudpickle.loads(blob)
+        cache[digest] = [factory, factory.make_slot()]
+    return cache[digest]
+
+
+def run_batch(root: str | None, digest: str, blob: bytes, batch: bytes) -> bytes:  # on a worker
+    """Run a batch of jobs on this worker thread's slot; their results, msgpack-encoded."""
+    entry = _slot(root, digest, blob)
+    out = []
+    for ref, job_id, timeout, arg in msgspec.msgpack.decode(batch):
+        kind = job_kind(ref)
+        factory, slot = entry
+        try:
+            out.append([job_id, True, kind.encode_result(kind.run(slot, kind.decode_arg(arg), timeout))])
+        except Exception as e:
+            out.append([job_id, False, f"{type(e).__name__}: {e}\n{traceback.format_exc()}"])
+        if slot.dead:
+            entry[1] = factory.make_slot()
+    return msgspec.msgpack.encode(out)
+
+
+class DaskExecutor(Executor):
+    def __init__(self, workers: int | None = None, scheduler: str | None = None, batch: int = MAX_BATCH):
+        super().__init__()
+        try:
+            import distributed  # noqa: F401
+        except ImportError as e:
+            raise UsageError("--executor dask needs Dask distributed: pip install 'oloproof[dask]'") from e
+        self.workers = workers
+        self.scheduler = scheduler
+        self.max_batch = max(1, batch)
+        self._pending: deque[tuple[Job, bool]] = deque()  # (job, must run alone)
+        self._futures: dict[Any, list[Job]] = {}
+        self._ready: list[Done] = []
+        self._client: Any = None
+        self._cluster: Any = None
+        self._n = workers or 1
+
+    @property
+    def capacity(self) -> int:
+        return self._n * self.max_batch * 2
+
+    def start(self, factory: SystemFactory, first_slot: SystemSlot | None = None) -> None:
+        import cloudpickle
+        import dask
+        from distributed import Client, LocalCluster
+
+        blob = cloudpickle.dumps(factory)
+        self._digest = hashlib.sha256(blob).hexdigest()
+        self._root = factory.root
+        if self.scheduler:
+            try:
+                self._client = Client(self.scheduler, timeout="10s")
+            except (OSError, TimeoutError) as e:
+                raise UsageError(f"--scheduler {self.scheduler}: cannot reach a Dask scheduler ({e})") from e
+        else:
+            # a worker that dies fails its task at once: the case it ran is recorded as
+            # worker_died instead of killing three more workers on retries
+            with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+                self._cluster = LocalCluster(n_workers=self.workers or 2, threads_per_worker=1,
+                                             processes=True, dashboard_address=None,
+                                             silence_logs=logging.ERROR)
+            self._client = Client(self._cluster)
+        info = self._client.scheduler_info()
+        threads = sum(w.get("nthreads", 1) for w in info.get("workers", {}).values()) or 1
+        self._n = threads
+        per_process = max((w.get("nthreads", 1) for w in info.get("workers", {}).values()), default=1)
+        factory.check_slots(per_process)
+        self._blob = self._client.scatter(blob, broadcast=True, hash=False)
+
+    def _submit(self, job: Job) -> None:
+        self._pending.append((job, False))
+        if len(self._pending) >= self.max_batch:
+            self._flush()
+
+    def _flush(self) -> None:
+        while self._pending:
+            if self._pending[0][1]:
+                jobs = [self._pending.popleft()[0]]
+            else:
+                size = max(1, min(self.max_batch, len(self._pending) // (2 * self._n) or 1))
+                jobs = []
+                while self._pending and len(jobs) < size and not self._pending[0][1]:
+                    jobs.append(self._pending.popleft()[0])
+            batch = msgspec.msgpack.encode([[j.kind.ref, j.id, j.timeout, j.kind.encode_arg(j.arg)] for j in jobs])
+            future = self._client.submit(run_batch, self._root, self._digest, self._blob, batch, pure=False)
+            self._futures[future] = jobs
+
+    def _poll(self, timeout: float | None) -> list[Done]:
+        from distributed import wait
+
+        self._flush()
+        if not self._ready and self._futures:
+            try:
+                done, _ = wait(list(self._futures), timeout=timeout, return_when="FIRST_COMPLETED")
+            except TimeoutError:
+                done = set()
+            for future in done:
+                self._collect(future, self._futures.pop(future))
+            self._flush()
+        out, self._ready = self._ready, []
+        return out
+
+    def _collect(self, future: Any, jobs: list[Job]) -> None:
+        from distributed.scheduler import KilledWorker
+
+        if future.status == "finished":
+            by_id = {j.id: j for j in jobs}
+            for job_id, ok, payload in msgspec.msgpack.decode(future.result()):
+                job = by_id.pop(job_id)
+                if ok:
+                    self._ready.append(Done(job, job.kind.decode_result(payload)))
+                else:
+                    self._ready.append(Done(job, error=RuntimeError(f"on a Dask worker: {payload}")))
+            return
+        error = future.exception()
+        if isinstance(error, KilledWorker):
+            if len(jobs) > 1:  # find the case that kills its worker: each job on its own
+                self._pending.extendleft((j, True) for j in reversed(jobs))
+                return
+            job = jobs[0]
+            self._ready.append(Done(job, job.kind.failed(
+                job.arg, "the Dask worker running this case died; a new worker took its place", "worker_died")))
+            return
+        for job in jobs:
+            self._ready.append(Done(job, error=error or RuntimeError(f"Dask task {future.status}")))
+
+    def close(self, cancel: bool = False) -> None:
+        if self._client is not None:
+            if cancel and self._futures:
+                self._client.cancel(list(self._futures))
+            self._client.close()
+            self._client = None
+        if self._cluster is not None:
+            self._cluster.close()
+            self._cluster = None
+
+    def describe(self) -> str:
+        where = self.scheduler or "a LocalCluster"
+        return f"dask ({self._n} worker threads on {where})"

@@ -1,0 +1,233 @@
+"""Executors: where jobs run. One protocol, four implementations.
+
+======================= =======================================================================
+``serial`` (default)    one slot, in the driver's thread, one job at a time
+``concurrent`` (``N``)  N slots in the driver's process: ``async def`` systems as tasks on one
+                        event loop, sync systems on a pool of N threads
+``processes`` (``N``)   N worker processes, one slot each (:mod:`oloproof.recorder.processes`)
+``dask``                Dask ``distributed`` workers (:mod:`oloproof.recorder.dask`)
+======================= =======================================================================
+
+The driver submits :class:`~oloproof.recorder.jobs.Job` s and polls for
+:class:`~oloproof.recorder.jobs.Done` ones, in whatever order they finish; it is the only
+writer of the log. Every slot owns its own system object
+(:meth:`oloproof.system.SystemFactory.make_slot`), so no two cases share a sandbox, and a slot
+whose case overran its timeout is replaced.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import queue
+import threading
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from oloproof.recorder.case import install_task_factory
+from oloproof.recorder.jobs import Done, Job
+from oloproof.system import SystemFactory, SystemSlot
+
+#: how long past a job's own timeout an executor waits before it gives the job up for lost
+GRACE = 5.0
+
+
+class Executor(abc.ABC):
+    """Runs jobs on slots. Lifecycle: ``start(factory)``, then ``submit``/``poll`` while
+    ``outstanding``, then ``close()``."""
+
+    #: slots that share one process (a Stateful single object cannot be shared by several)
+    slots_per_process = 1
+
+    def __init__(self) -> None:
+        self.outstanding = 0
+
+    @property
+    @abc.abstractmethod
+    def capacity(self) -> int:
+        """How many jobs the driver keeps outstanding (in flight and queued) at most."""
+
+    @abc.abstractmethod
+    def start(self, factory: SystemFactory, first_slot: SystemSlot | None = None) -> None:
+        """Make the slots. ``first_slot``, when given, is a slot the driver already made (to
+        validate the system): an in-process executor uses it rather than make another."""
+
+    def submit(self, job: Job) -> None:
+        self.outstanding += 1
+        self._submit(job)
+
+    def poll(self, timeout: float | None = None) -> list[Done]:
+        """Finished jobs; blocks up to ``timeout`` seconds (``None``: until one finishes)."""
+        done = self._poll(timeout)
+        self.outstanding -= len(done)
+        return done
+
+    @abc.abstractmethod
+    def _submit(self, job: Job) -> None: ...
+
+    @abc.abstractmethod
+    def _poll(self, timeout: float | None) -> list[Done]: ...
+
+    def close(self, cancel: bool = False) -> None:
+        """Release workers; ``cancel``: do not wait for jobs in flight (the run stops)."""
+
+    def describe(self) -> str:
+        return type(self).__name__
+
+
+def run_job(slot: SystemSlot, job: Job) -> Any:
+    """Run one job synchronously on ``slot`` (an ``async def`` system on this thread's loop)."""
+    return job.kind.run(slot, job.arg, job.timeout)
+
+
+class SerialExecutor(Executor):
+    """One slot, the driver's own thread: a job runs when the driver polls for it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._queue: deque[Job] = deque()
+        self._slot: SystemSlot | None = None
+        self._factory: SystemFactory | None = None
+
+    @property
+    def capacity(self) -> int:
+        return 1
+
+    def start(self, factory: SystemFactory, first_slot: SystemSlot | None = None) -> None:
+        self._factory = factory
+        self._slot = first_slot or factory.make_slot()
+
+    def _submit(self, job: Job) -> None:
+        self._queue.append(job)
+
+    def _poll(self, timeout: float | None) -> list[Done]:
+        if not self._queue:
+            return []
+        job = self._queue.popleft()
+        slot = self._slot
+        assert slot is not None and self._factory is not None
+        try:
+            result = run_job(slot, job)
+        except Exception as e:  # Oloproof's own failure: the driver reports it
+            return [Done(job, error=e)]
+        if slot.dead:
+            self._slot = self._factory.make_slot()
+        return [Done(job, result)]
+
+    def describe(self) -> str:
+        return "serial"
+
+
+class ConcurrentExecutor(Executor):
+    """N slots in this process. The jobs of an ``async def`` system are tasks on one event
+    loop (in a background thread); a sync system's jobs run on a pool of N threads. Either
+    way at most N jobs run at once, each on a slot of its own."""
+
+    def __init__(self, concurrency: int):
+        super().__init__()
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self.n = concurrency
+        self.slots_per_process = concurrency
+        self._done: queue.SimpleQueue[Done] = queue.SimpleQueue()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._slots: asyncio.Queue[SystemSlot] | None = None
+        self._factory: SystemFactory | None = None
+        self._async = False
+
+    @property
+    def capacity(self) -> int:
+        return self.n * 2
+
+    def start(self, factory: SystemFactory, first_slot: SystemSlot | None = None) -> None:
+        self._factory = factory
+        slots = [first_slot or factory.make_slot()]
+        slots += [factory.make_slot() for _ in range(self.n - 1)]
+        self._async = slots[0].is_async
+        loop = self._loop = asyncio.new_event_loop()
+        install_task_factory(loop)
+        if not self._async:
+            self._pool = ThreadPoolExecutor(self.n, thread_name_prefix="oloproof-slot")
+        ready = threading.Event()
+
+        def serve() -> None:
+            asyncio.set_event_loop(loop)
+            self._slots = asyncio.Queue()
+            for s in slots:
+                self._slots.put_nowait(s)
+            ready.set()
+            loop.run_forever()
+
+        self._thread = threading.Thread(target=serve, name="oloproof-loop", daemon=True)
+        self._thread.start()
+        ready.wait()
+
+    def _submit(self, job: Job) -> None:
+        assert self._loop is not None
+        self._loop.call_soon_threadsafe(self._spawn, job)
+
+    def _spawn(self, job: Job) -> None:
+        task = asyncio.ensure_future(self._run(job))  # no case is current here: not a branch
+        task.add_done_callback(lambda t: t.cancelled() or t.exception() is None or
+                               self._done.put(Done(job, error=t.exception())))
+
+    async def _run(self, job: Job) -> None:
+        assert self._slots is not None and self._factory is not None
+        slot = await self._slots.get()
+        try:
+            if self._async:
+                inner = asyncio.ensure_future(job.kind.arun(slot, job.arg, job.timeout))
+            else:
+                inner = asyncio.get_running_loop().run_in_executor(self._pool, run_job, slot, job)
+            limit = None if job.timeout is None else job.timeout + GRACE
+            finished, _ = await asyncio.wait({inner}, timeout=limit)
+            if not finished:  # the case ignored its cancellation: give it and its sandbox up
+                slot.discard()
+                self._done.put(Done(job, job.kind.failed(job.arg, f"the case overran its timeout of "
+                                                         f"{job.timeout:g} s and did not stop", "case_timeout")))
+                return
+            try:
+                self._done.put(Done(job, inner.result()))
+            except Exception as e:
+                self._done.put(Done(job, error=e))
+        finally:
+            if slot.dead:
+                slot = self._factory.make_slot()
+            self._slots.put_nowait(slot)
+
+    def _poll(self, timeout: float | None) -> list[Done]:
+        if self.outstanding == 0:
+            return []
+        try:
+            out = [self._done.get(timeout=timeout)]
+        except queue.Empty:
+            return []
+        while True:
+            try:
+                out.append(self._done.get_nowait())
+            except queue.Empty:
+                return out
+
+    def close(self, cancel: bool = False) -> None:
+        loop = self._loop
+        if loop is None:
+            return
+        if cancel:
+            def stop_all() -> None:
+                for task in asyncio.all_tasks(loop):
+                    task.cancel()
+            loop.call_soon_threadsafe(stop_all)
+        loop.call_soon_threadsafe(loop.stop)
+        if self._thread is not None:
+            self._thread.join(timeout=None if not cancel else 2.0)
+        if self._pool is not None:
+            self._pool.shutdown(wait=not cancel, cancel_futures=True)
+        if not loop.is_running():
+            loop.close()
+        self._loop = None
+
+    def describe(self) -> str:
+        return f"concurrent ({self.n} {'tasks' if self._async else 'threads'})"

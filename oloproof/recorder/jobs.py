@@ -1,0 +1,78 @@
+"""What executors run: jobs of a known kind, each on one slot's system object.
+
+A :class:`JobKind` names a unit of work that runs against a :class:`~oloproof.system.SystemSlot`
+— recording a case (:data:`oloproof.recorder.record.CASE_JOB`), replaying one
+(:data:`oloproof.replay.engine.REPLAY_JOB`). Its argument and its result are msgspec structs,
+so they cross process and machine boundaries as msgpack bytes (never pickles); the kind
+itself travels by name (``ref``, ``module:attribute``), which a worker imports.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable
+
+import msgspec
+
+
+@dataclass(frozen=True)
+class JobKind:
+    """A kind of job. ``run(slot, arg, timeout)`` / ``arun`` (for ``async def`` systems) do the
+    work; ``failed(arg, message, error_kind)`` is the result that stands for a job that could
+    not finish where it ran (its worker died, it overran its timeout past all recovery)."""
+
+    ref: str
+    arg: type
+    result: type
+    run: Callable[[Any, Any, float | None], Any]
+    arun: Callable[[Any, Any, float | None], Awaitable[Any]]
+    failed: Callable[[Any, str, str], Any]
+
+    def encode_arg(self, arg: Any) -> bytes:
+        return msgspec.msgpack.encode(arg)
+
+    def decode_arg(self, data: bytes) -> Any:
+        return msgspec.msgpack.decode(data, type=self.arg)
+
+    def encode_result(self, result: Any) -> bytes:
+        return msgspec.msgpack.encode(result)
+
+    def decode_result(self, data: bytes) -> Any:
+        return msgspec.msgpack.decode(data, type=self.result)
+
+
+_KINDS: dict[str, JobKind] = {}
+
+
+def job_kind(ref: str) -> JobKind:
+    """The job kind named ``module:attribute`` (imported on first use, e.g. in a worker)."""
+    kind = _KINDS.get(ref)
+    if kind is None:
+        module, _, attr = ref.partition(":")
+        kind = getattr(importlib.import_module(module), attr)
+        if not isinstance(kind, JobKind):
+            raise TypeError(f"{ref} is not a JobKind")
+        _KINDS[ref] = kind
+    return kind
+
+
+@dataclass(eq=False)
+class Job:
+    """One unit of work submitted to an executor. ``tag`` is the driver's own bookkeeping."""
+
+    id: int
+    kind: JobKind
+    arg: Any
+    timeout: float | None = None
+    tag: Any = field(default=None, repr=False)
+
+
+@dataclass(eq=False)
+class Done:
+    """A finished job: its ``result`` (of ``job.kind.result``), or the ``error`` the job's
+    own machinery raised (an Oloproof bug, never the system's: that is in the result)."""
+
+    job: Job
+    result: Any = None
+    error: BaseException | None = None

@@ -1,0 +1,216 @@
+"""``--workers N``: N worker processes, one slot (one system object, one sandbox) each.
+
+The system factory travels to each worker once, with cloudpickle (the project folder is put
+on the worker's ``sys.path`` first, so the user's modules import by name); jobs and results
+travel as msgpack bytes over a pipe. A worker runs the jobs of a batch one after another and
+sends each result back as soon as it has it, so the driver commits cases as they finish.
+
+A worker that dies (``os._exit``, a segfault, the OOM killer) takes only the job it was
+running: that case is recorded with the error ``worker_died``, the rest of its batch goes back
+to the queue, and a fresh worker takes its place. A job still running ``GRACE`` seconds past
+its timeout (native code that ignores the timer signal) gets its worker killed the same way,
+and is recorded as ``case_timeout``.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import multiprocessing.connection
+import os
+import signal
+import sys
+import time
+import traceback
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from oloproof.recorder.executors import GRACE, Executor
+from oloproof.recorder.jobs import Done, Job, job_kind
+from oloproof.system import SystemFactory, SystemSlot
+
+MAX_BATCH = 16
+
+
+def _worker_main(conn: Any, root: str | None, blob: bytes) -> None:  # pragma: no cover - child
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver handles Ctrl-C and stops us
+    if root and root not in sys.path:
+        sys.path.insert(0, root)
+    import cloudpickle
+
+    try:
+        factory: SystemFactory = cloudpickle.loads(blob)
+        slot = factory.make_slot()
+    except BaseException as e:
+        conn.send_bytes(msgspec.msgpack.encode([-1, False, f"cannot start a worker: {type(e).__name__}: {e}"]))
+        return
+    encode = msgspec.msgpack.encode
+    while True:
+        try:
+            data = conn.recv_bytes()
+        except (EOFError, OSError):
+            return
+        for ref, job_id, timeout, arg in msgspec.msgpack.decode(data):
+            kind = job_kind(ref)
+            try:
+                message = [job_id, True, kind.encode_result(kind.run(slot, kind.decode_arg(arg), timeout))]
+            except Exception as e:
+                message = [job_id, False, f"{type(e).__name__}: {e}\n{traceback.format_exc()}"]
+            conn.send_bytes(encode(message))
+            if slot.dead:
+                slot = factory.make_slot()
+
+
+@dataclass(eq=False)
+class _Worker:
+    process: Any
+    conn: Any
+    batch: deque = field(default_factory=deque)  # jobs sent, in the order it runs them
+    started: float = 0.0  # when the job at the head of the batch started
+
+
+class ProcessExecutor(Executor):
+    """N worker processes (``multiprocessing``, spawned: nothing of the driver's state, its
+    open log included, is inherited)."""
+
+    def __init__(self, workers: int, batch: int = MAX_BATCH):
+        super().__init__()
+        if workers < 1:
+            raise ValueError("workers must be at least 1")
+        self.n = workers
+        self.max_batch = max(1, batch)
+        self._ctx = multiprocessing.get_context("spawn")
+        self._workers: list[_Worker] = []
+        self._pending: deque[Job] = deque()
+        self._ready: list[Done] = []
+        self._blob = b""
+        self._root: str | None = None
+
+    @property
+    def capacity(self) -> int:
+        return self.n * self.max_batch * 2
+
+    def start(self, factory: SystemFactory, first_slot: SystemSlot | None = None) -> None:
+        import cloudpickle
+
+        self._blob = cloudpickle.dumps(factory)
+        self._root = factory.root
+        self._workers = [self._spawn() for _ in range(self.n)]
+
+    def _spawn(self) -> _Worker:
+        parent, child = self._ctx.Pipe(duplex=True)
+        process = self._ctx.Process(target=_worker_main, args=(child, self._root, self._blob),
+                                    name="oloproof-worker", daemon=True)
+        process.start()
+        child.close()
+        return _Worker(process, parent)
+
+    def _submit(self, job: Job) -> None:
+        self._pending.append(job)
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        for w in self._workers:
+            if w.batch or not self._pending:
+                continue
+            size = max(1, min(self.max_batch, len(self._pending) // (2 * self.n)))
+            jobs = [self._pending.popleft() for _ in range(min(size, len(self._pending)))]
+            w.batch.extend(jobs)
+            w.started = time.monotonic()
+            w.conn.send_bytes(msgspec.msgpack.encode(
+                [[j.kind.ref, j.id, j.timeout, j.kind.encode_arg(j.arg)] for j in jobs]))
+
+    def _poll(self, timeout: float | None) -> list[Done]:
+        if not self._ready:
+            self._wait(timeout)
+        out, self._ready = self._ready, []
+        return out
+
+    def _wait(self, timeout: float | None) -> None:
+        busy = [w for w in self._workers if w.batch]
+        if not busy:
+            return
+        now = time.monotonic()
+        limits = [w.started + w.batch[0].timeout + GRACE for w in busy if w.batch[0].timeout is not None]
+        wait_for = timeout
+        if limits:
+            wait_for = max(0.0, min(limits) - now) if wait_for is None else min(wait_for, max(0.0, min(limits) - now))
+        handles = {}
+        for w in busy:
+            handles[w.conn] = w
+            handles[w.process.sentinel] = w
+        ready = multiprocessing.connection.wait(list(handles), timeout=wait_for)
+        for w in {handles[h] for h in ready}:
+            self._read(w)
+        now = time.monotonic()
+        for w in list(self._workers):
+            if w.batch and not w.process.is_alive():
+                self._lost(w, "worker_died", self._death(w))
+            elif w.batch and w.batch[0].timeout is not None and now > w.started + w.batch[0].timeout + GRACE:
+                w.process.kill()
+                w.process.join()
+                self._lost(w, "case_timeout", f"the case overran its timeout of {w.batch[0].timeout:g} s "
+                                              "and did not stop; its worker was killed")
+        self._dispatch()
+
+    def _read(self, w: _Worker) -> None:
+        try:
+            while w.conn.poll():
+                job_id, ok, payload = msgspec.msgpack.decode(w.conn.recv_bytes())
+                if job_id == -1:
+                    raise RuntimeError(payload)
+                job = w.batch.popleft()
+                assert job.id == job_id, (job.id, job_id)
+                w.started = time.monotonic()
+                if ok:
+                    self._ready.append(Done(job, job.kind.decode_result(payload)))
+                else:
+                    self._ready.append(Done(job, error=RuntimeError(f"in a worker process: {payload}")))
+        except (EOFError, OSError):
+            pass  # the worker died; its sentinel tells
+
+    @staticmethod
+    def _death(w: _Worker) -> str:
+        w.process.join(timeout=1.0)
+        code = w.process.exitcode
+        how = f"exit code {code}"
+        if code is not None and code < 0:
+            try:
+                how = f"signal {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"signal {-code}"
+        return f"the worker process running this case died ({how}); a new worker took its place"
+
+    def _lost(self, w: _Worker, kind: str, message: str) -> None:
+        job = w.batch.popleft()
+        self._ready.append(Done(job, job.kind.failed(job.arg, message, kind)))
+        self._pending.extendleft(reversed(w.batch))  # the rest of its batch runs elsewhere
+        w.batch.clear()
+        try:
+            w.conn.close()
+        except OSError:
+            pass
+        self._workers[self._workers.index(w)] = self._spawn()
+
+    def close(self, cancel: bool = False) -> None:
+        for w in self._workers:
+            try:
+                w.conn.close()
+            except OSError:
+                pass
+        deadline = time.monotonic() + (0.5 if cancel else 5.0)
+        for w in self._workers:
+            w.process.join(timeout=max(0.0, deadline - time.monotonic()))
+            if w.process.is_alive():
+                w.process.kill()
+                w.process.join()
+        self._workers = []
+
+    def describe(self) -> str:
+        return f"{self.n} worker processes"
+
+
+def cpu_count() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

@@ -1,0 +1,356 @@
+"""Recording ONE case: reset the sandbox, run the system, snapshot, encode.
+
+:func:`record` (and :func:`arecord` for ``async def`` systems) is the single recording path:
+a run's cases (:data:`CASE_JOB`), a resumed run's, and every control and fault replay
+(:mod:`oloproof.replay.engine`) go through it — only the recorder (a plain
+:class:`~oloproof.recorder.case.CaseRecorder` or the replay tape) and the call differ.
+
+Whatever the system does — raise anything, ``sys.exit()``, raise ``KeyboardInterrupt``, return
+garbage, overrun its ``timeout`` — becomes that case's error, never the run's: only the
+operator's Ctrl-C (:class:`~oloproof.errors.Interrupted`) ends a run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import inspect
+import signal
+import threading
+import contextvars
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import msgspec
+
+from oloproof.config.cases import SuiteCase
+from oloproof.errors import Interrupted, RecordError
+from oloproof.events import (
+    CaseFinished,
+    CaseStarted,
+    EnvironmentStateRecorded,
+    Event,
+    StepRecorded,
+    encode,
+    tag_of,
+)
+from oloproof.recorder.case import CaseRecorder, install_task_factory
+from oloproof.recorder.jobs import JobKind
+from oloproof.records import Case
+from oloproof.system import _CURRENT, SystemSlot
+
+
+class CaseTimeout(BaseException):
+    """Raised inside a case that overran its ``timeout`` (a BaseException, so that an agent's
+    ``except Exception`` does not swallow it)."""
+
+
+@dataclass
+class Recording:
+    """What one recording left: its encoded events (trajectory, state) and how it ended."""
+
+    payloads: list[bytes]
+    types: list[str]
+    output: Any
+    error: str | None
+    error_kind: str | None
+
+
+class _Failed(Exception):
+    def __init__(self, message: str, kind: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+# ---- the recording skeleton, shared by the sync and the async path ------------------------
+
+def _begin(slot: SystemSlot, reset_to: Any) -> None:
+    if slot.instance is not None:
+        try:
+            # a fresh deep copy for every case: no case ever sees another's state
+            slot.instance.reset(copy.deepcopy(reset_to if reset_to is not None else {}))
+        except Exception as e:
+            raise _Failed(f"reset() raised {type(e).__name__}: {e}", "reset_error") from e
+
+
+def _classify(exc: BaseException, timeout: float | None) -> tuple[str, str]:
+    if isinstance(exc, Interrupted):
+        raise exc
+    if isinstance(exc, _Failed):
+        return str(exc), exc.kind
+    if isinstance(exc, (CaseTimeout, asyncio.CancelledError)):
+        return f"the case overran its timeout of {timeout:g} s", "case_timeout"
+    if isinstance(exc, RecordError):
+        return str(exc), "invalid_record"
+    return f"{type(exc).__name__}: {exc}", "system_error"
+
+
+def _check_output(output: Any, what: str) -> None:
+    if not isinstance(output, dict):
+        raise RecordError(f"{what} returned {type(output).__name__}, expected its output as a dict")
+
+
+def _finish(slot: SystemSlot, recorder: CaseRecorder, output: Any, error: str | None,
+            kind: str | None) -> Recording:
+    """Collect the trajectory and the state the case left, and encode them."""
+    events: list[Event] = []
+    if kind != "invalid_record":
+        try:
+            events.extend(recorder.trajectory_events())
+        except RecordError as e:
+            events, output, error, kind = [], None, str(e), "invalid_record"
+    if kind == "case_timeout":
+        slot.discard()  # the case may still be running in there: a new sandbox for the next
+    elif slot.instance is not None and kind != "reset_error":
+        # the state a case left is recorded even when the case raised: it shows what changed
+        try:
+            events.append(EnvironmentStateRecorded(msgspec.Raw(encode(slot.instance.snapshot()))))
+        except Exception as e:
+            problem = ("returned something that is not JSON-serialisable"
+                       if isinstance(e, (TypeError, ValueError, OverflowError)) else "raised")
+            if error is None:
+                error, kind = f"snapshot() {problem}: {type(e).__name__}: {e}", "snapshot_error"
+    try:
+        payloads = [encode(ev) for ev in events]
+        encode(output)
+    except (TypeError, ValueError, OverflowError):
+        return Recording([], [], None, _describe_unencodable(events, output), "invalid_record")
+    return Recording(payloads, [tag_of(ev) for ev in events], output, error, kind)
+
+
+def _describe_unencodable(events: list[Event], output: Any) -> str:
+    for ev in events:
+        try:
+            encode(ev)
+        except (TypeError, ValueError, OverflowError) as e:
+            if isinstance(ev, StepRecorded):
+                field = "result" if ev.kind == "tool_result" else "arguments"
+                return f"step {ev.index} ({ev.kind} {ev.tool_name or ''}).{field} is not JSON-serialisable: {e}"
+            return f"{tag_of(ev)} is not JSON-serialisable: {e}"
+    try:
+        encode(output)
+    except (TypeError, ValueError, OverflowError) as e:
+        return f"the output is not JSON-serialisable: {e}"
+    return "an event is not JSON-serialisable"
+
+
+def record(slot: SystemSlot, recorder: CaseRecorder, invoke: Callable[[], Any], *, reset_to: Any,
+           timeout: float | None, what: str = "the system") -> Recording:
+    """Record one run of ``invoke()`` (the system's call, or its replay) with ``recorder`` as
+    ``current_case()``. An ``async def`` system is run to completion on this thread's loop."""
+    if slot.is_async:
+        return _loop().run_until_complete(arecord(slot, recorder, invoke, reset_to=reset_to,
+                                                  timeout=timeout, what=what))
+    output: Any = None
+    error = kind = None
+    token = _CURRENT.set(recorder)
+    try:
+        _begin(slot, reset_to)
+        output = call_with_timeout(invoke, timeout)
+        if inspect.isawaitable(output):  # a sync-looking callable that returns a coroutine
+            output = _loop().run_until_complete(_bounded(output, timeout))
+        _check_output(output, what)
+    except BaseException as e:  # the system under test may raise anything, SystemExit included
+        output = None
+        error, kind = _classify(e, timeout)
+    finally:
+        _CURRENT.reset(token)
+    return _finish(slot, recorder, output, error, kind)
+
+
+async def arecord(slot: SystemSlot, recorder: CaseRecorder, invoke: Callable[[], Any], *, reset_to: Any,
+                  timeout: float | None, what: str = "the system") -> Recording:
+    """:func:`record` for an ``async def`` system, inside a running event loop."""
+    output: Any = None
+    error = kind = None
+    token = _CURRENT.set(recorder)  # set inside this task: the task itself is not a branch
+    timer = _Timer(timeout)
+    try:
+        _begin(slot, reset_to)
+        output = invoke()
+        if inspect.isawaitable(output):
+            with timer:
+                output = await output
+            if timer.expired:
+                raise CaseTimeout
+        _check_output(output, what)
+    except BaseException as e:
+        if isinstance(e, asyncio.CancelledError) and not timer.expired:
+            raise  # cancelled from outside (the run stops): not this case's doing
+        output = None
+        error, kind = _classify(e, timeout)
+    finally:
+        _CURRENT.reset(token)
+    return _finish(slot, recorder, output, error, kind)
+
+
+# ---- timeouts ----------------------------------------------------------------------------
+
+class _Timer:
+    """Cancels the current task when ``timeout`` seconds pass (an async case's deadline)."""
+
+    def __init__(self, timeout: float | None):
+        self.timeout = timeout
+        self.expired = False
+        self._handle: asyncio.TimerHandle | None = None
+
+    def __enter__(self) -> "_Timer":
+        if self.timeout is not None:
+            task = asyncio.current_task()
+            self._handle = asyncio.get_running_loop().call_later(self.timeout, self._expire, task)
+        return self
+
+    def _expire(self, task: asyncio.Task) -> None:
+        self.expired = True
+        task.cancel()
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+
+
+async def _bounded(awaitable: Any, timeout: float | None) -> Any:
+    timer = _Timer(timeout)
+    try:
+        with timer:
+            result = await awaitable
+    except asyncio.CancelledError:
+        if timer.expired:
+            raise CaseTimeout from None
+        raise
+    if timer.expired:
+        raise CaseTimeout
+    return result
+
+
+def call_with_timeout(fn: Callable[[], Any], timeout: float | None) -> Any:
+    """``fn()``, raising :class:`CaseTimeout` once ``timeout`` seconds pass.
+
+    On the main thread a timer signal interrupts the case where it is (a blocking ``sleep``
+    included). Elsewhere (a thread pool, a Dask worker) the case runs on a helper thread that
+    is abandoned at the deadline — its sandbox is then discarded with its slot.
+    """
+    if timeout is None:
+        return fn()
+    if threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer"):
+        return _alarm(fn, timeout)
+    box: list[Any] = []
+    context = contextvars.copy_context()
+
+    def target() -> None:
+        try:
+            box.append((True, context.run(fn)))
+        except BaseException as e:  # handed back to the caller's thread
+            box.append((False, e))
+
+    helper = threading.Thread(target=target, name="oloproof-case", daemon=True)
+    helper.start()
+    helper.join(timeout)
+    if not box:
+        raise CaseTimeout
+    ok, value = box[0]
+    if ok:
+        return value
+    raise value
+
+
+def _alarm(fn: Callable[[], Any], timeout: float) -> Any:
+    fired = []
+
+    def on_alarm(signum: int, frame: Any) -> None:
+        fired.append(True)
+        raise CaseTimeout
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, timeout)
+    try:
+        result = fn()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    if fired:  # the system caught the timeout and went on: still past its deadline
+        raise CaseTimeout
+    return result
+
+
+_LOOPS = threading.local()
+
+
+def _loop() -> asyncio.AbstractEventLoop:
+    """This thread's event loop for ``async def`` systems (kept for the whole run)."""
+    loop = getattr(_LOOPS, "loop", None)
+    if loop is None or loop.is_closed():
+        loop = asyncio.new_event_loop()
+        install_task_factory(loop)
+        _LOOPS.loop = loop
+    return loop
+
+
+# ---- the case job ----------------------------------------------------------------------
+
+class CaseArgs(msgspec.Struct, frozen=True):
+    """A case to record: what travels to a worker."""
+
+    run_id: str
+    position: int
+    case: SuiteCase
+
+
+class CaseRecord(msgspec.Struct, frozen=True):
+    """A recorded case: its stream's events, encoded (what comes back from a worker)."""
+
+    case_id: str
+    payloads: list[bytes]
+    types: list[str]
+
+
+def case_started(run_id: str, position: int, sc: SuiteCase) -> CaseStarted:
+    return CaseStarted(run_id, sc.id, position, sc.fingerprint, sc.input, sc.initial_state,
+                       sc.expected, sc.metadata, sc.cluster)
+
+
+def failed_case(args: CaseArgs, error: str, kind: str) -> CaseRecord:
+    """The record of a case that could not finish where it ran (``worker_died``,
+    ``case_timeout``): its start and its error."""
+    sc = args.case
+    events = [case_started(args.run_id, args.position, sc), CaseFinished(None, error, kind)]
+    return CaseRecord(sc.id, [encode(e) for e in events], [tag_of(e) for e in events])
+
+
+def _prepare(slot: SystemSlot, args: CaseArgs) -> tuple[bytes, Case, CaseRecorder]:
+    sc = args.case
+    head = encode(case_started(args.run_id, args.position, sc))  # before the agent can alter it
+    # sc was encoded above, so the system may have it as is; the sandbox gets a deep copy
+    case = Case(sc.id, sc.input, sc.initial_state, sc.metadata)
+    instance = slot.instance
+    recorder = CaseRecorder(case, snapshot=instance.snapshot if instance is not None else None,
+                            auto_checkpoints=getattr(instance, "auto_checkpoints", True))
+    return head, case, recorder
+
+
+_NAMED = ("reset_error", "snapshot_error", "invalid_record")
+
+
+def _case_record(sc: SuiteCase, head: bytes, rec: Recording) -> CaseRecord:
+    error = rec.error
+    if rec.error_kind in _NAMED and error is not None and not error.startswith("case "):
+        error = f"case {sc.id!r}: {error}"  # the system's own exception is stored as it was raised
+    end = encode(CaseFinished(rec.output, error, rec.error_kind))
+    return CaseRecord(sc.id, [head, *rec.payloads, end], ["case_started.v1", *rec.types, "case_finished.v1"])
+
+
+def record_case(slot: SystemSlot, args: CaseArgs, timeout: float | None) -> CaseRecord:
+    """Record one case of a run: its whole stream, encoded, nothing written yet."""
+    head, case, recorder = _prepare(slot, args)
+    return _case_record(args.case, head, record(slot, recorder, lambda: slot.call(case),
+                                                reset_to=args.case.initial_state, timeout=timeout))
+
+
+async def arecord_case(slot: SystemSlot, args: CaseArgs, timeout: float | None) -> CaseRecord:
+    head, case, recorder = _prepare(slot, args)
+    return _case_record(args.case, head, await arecord(slot, recorder, lambda: slot.call(case),
+                                                       reset_to=args.case.initial_state, timeout=timeout))
+
+
+CASE_JOB = JobKind("oloproof.recorder.record:CASE_JOB", CaseArgs, CaseRecord, record_case, arecord_case,
+                   failed_case)

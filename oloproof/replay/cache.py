@@ -1,0 +1,62 @@
+"""Stored replays: one stream ``replay/<cache key>`` each, read through the store interface.
+
+Nothing is kept in memory across cases: a lookup reads one stream by its key (an indexed
+read), so a run's memory does not grow with the replays it made.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Iterator
+
+from oloproof.events import ReplayStarted, decode_stream
+from oloproof.replay.engine import PREFIX
+from oloproof.replay.plan import FaultSpec, Needed, collect
+from oloproof.store.base import EventStore
+from oloproof.views import CaseView, FaultReplays, ReplayView, fold_replay
+
+
+class ReplayCache:
+    """Replays keyed by system version, read from the log. ``extra`` holds replays that are
+    known but not stored yet (a run's, between a replay job and its commit)."""
+
+    def __init__(self, store: EventStore, system_name: str, version: str):
+        self.store = store
+        self.system_name = system_name
+        self.version = version
+
+    def payloads(self, key: str) -> list[bytes] | None:
+        stored = self.store.read_stream(PREFIX + key)
+        return [e.payload for e in stored] if stored else None
+
+    def read(self, key: str) -> ReplayView | None:
+        payloads = self.payloads(key)
+        if payloads is None:
+            return None
+        return fold_replay(decode_stream(PREFIX + key, payloads), PREFIX + key)
+
+    def collect(self, case: CaseView, specs: Iterable[FaultSpec],
+                extra: dict[str, ReplayView] | None = None,
+                missing: list[Needed] | None = None) -> dict[tuple[str, str], FaultReplays]:
+        """The case's replays as stored (nothing runs); ``missing`` receives what is not."""
+        def lookup(key: str) -> ReplayView | None:
+            if extra and key in extra:
+                return extra[key]
+            return self.read(key)
+
+        return collect(case, specs, self.system_name, self.version, lookup, missing)
+
+
+def replays_of_case(store: EventStore, fingerprint: str, case_id: str) -> list[ReplayView]:
+    """Every stored replay of a case (any system version), for the case panel."""
+    out = []
+    for stream, payload in store.stream_heads(PREFIX):
+        head = decode_stream(stream, [payload])[0]
+        if isinstance(head, ReplayStarted) and head.fingerprint == fingerprint and head.case_id == case_id:
+            out.append(fold_replay(decode_stream(stream, [e.payload for e in store.read_stream(stream)]), stream))
+    return out
+
+
+def all_replays(store: EventStore) -> Iterator[ReplayView]:
+    """Every stored replay, one stream at a time."""
+    for stream, payloads in store.iter_streams(PREFIX):
+        yield fold_replay(decode_stream(stream, payloads), stream)

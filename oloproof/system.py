@@ -1,0 +1,280 @@
+"""The system contract (SPEC §2): ``@system``, ``@tool``, ``current_case()``, ``Stateful``,
+``Replayable`` — and the :class:`SystemFactory` that gives every concurrent slot its own
+system object, so that no two cases ever share a sandbox (SPEC §2.3, §9).
+
+``@tool`` and ``current_case()`` only read the context variable :data:`_CURRENT`; the recorder
+that sits in it is built by :mod:`oloproof.recorder` (this module imports nothing above it).
+Context variables follow ``await`` and are copied into the tasks a case creates, so
+``current_case()`` works in coroutines and in ``asyncio`` tasks alike.
+"""
+
+from __future__ import annotations
+
+import abc
+import functools
+import inspect
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol, runtime_checkable
+
+from oloproof.errors import ConfigError, RecordError
+from oloproof.records import KNOWN_RECORDS
+
+SYSTEM_ATTR = "__oloproof_system__"
+
+#: the recorder of the case in progress (a :class:`oloproof.recorder.case.CaseRecorder`)
+_CURRENT: ContextVar[Any] = ContextVar("oloproof_current_case", default=None)
+#: the branch of the case's task tree the code runs in (None: the case's root task)
+_BRANCH: ContextVar[Any] = ContextVar("oloproof_branch", default=None)
+
+
+def current_case() -> Any:
+    """The recorder of the case in progress. Raises :class:`RecordError` outside a case."""
+    rec = _CURRENT.get()
+    if rec is None:
+        raise RecordError("current_case() called outside a case: no case is running")
+    return rec
+
+
+def _recorder() -> Any:
+    # a module-level function (pickled by reference), not a bound ContextVar method, so that
+    # a decorated tool can travel to worker processes with cloudpickle
+    return _CURRENT.get()
+
+
+@dataclass(frozen=True)
+class SystemInfo:
+    name: str
+    version: str
+    records: tuple[str, ...]
+
+
+def system(*, name: str, version: str, records: tuple[str, ...] | list[str] = ()) -> Callable:
+    """Declare a system under test: a function (sync or ``async def``), an object or a class.
+
+    ``records`` lists what it promises to record (``agent_trajectory/v1``,
+    ``environment_state/v1``). When ``oloproof.yaml`` also declares ``system:``, both must agree.
+    """
+    records = tuple(records)
+    for r in records:
+        if r not in KNOWN_RECORDS:
+            raise RecordError(f"@system(records=...): unknown record {r!r} (known: {', '.join(KNOWN_RECORDS)})")
+    info = SystemInfo(str(name), str(version), records)
+
+    def mark(obj: Any) -> Any:
+        setattr(obj, SYSTEM_ATTR, info)
+        return obj
+
+    return mark
+
+
+def system_info(obj: Any) -> SystemInfo | None:
+    info = getattr(obj, SYSTEM_ATTR, None)
+    return info if isinstance(info, SystemInfo) else None
+
+
+def tool(fn: Callable | None = None, *, name: str | None = None, kind: str = "tool") -> Any:
+    """Record every call of a tool function (or method), sync or ``async def``, inside a case.
+
+    Each call appends a ``tool_call`` step with its arguments and a ``tool_result`` step with
+    its result; an exception is recorded as the error result ``{"error": {"type", "message"}}``
+    and re-raised unchanged. Outside a case the decorated function behaves exactly like the
+    bare function. ``kind="model"`` marks a model call: one ``decision`` step with its arguments
+    and result, on the same replay tape as the tools (and not counted as a tool call).
+    """
+    if kind not in ("tool", "model"):
+        raise RecordError(f"@tool(kind=...) must be 'tool' or 'model', got {kind!r}")
+
+    def decorate(func: Callable) -> Callable:
+        tool_name = name or func.__name__
+        params = list(inspect.signature(func).parameters.values())
+        skip = 1 if params and params[0].name in ("self", "cls") else 0
+        names = tuple(p.name for p in params[skip:]
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+        n_names = len(names)
+
+        def arguments_of(args: tuple, kwargs: dict) -> dict:
+            positional = args[skip:]
+            if not positional:
+                return kwargs
+            arguments = dict(zip(names, positional))
+            if len(positional) > n_names:
+                arguments["*args"] = list(positional[n_names:])
+            if kwargs:
+                arguments.update(kwargs)
+            return arguments
+
+        if inspect.iscoroutinefunction(func):
+            @functools.wraps(func)
+            async def awrapper(*args: Any, **kwargs: Any) -> Any:
+                rec = _recorder()
+                if rec is None:
+                    return await func(*args, **kwargs)
+                return await rec.acall_tool(tool_name, func, args, kwargs, arguments_of(args, kwargs), kind)
+
+            wrapper: Callable = awrapper
+        else:
+            @functools.wraps(func)
+            def swrapper(*args: Any, **kwargs: Any) -> Any:
+                rec = _recorder()
+                if rec is None:
+                    return func(*args, **kwargs)
+                return rec.call_tool(tool_name, func, args, kwargs, arguments_of(args, kwargs), kind)
+
+            wrapper = swrapper
+        wrapper.__oloproof_tool__ = {"name": tool_name, "kind": kind}  # type: ignore[attr-defined]
+        return wrapper
+
+    if fn is not None:
+        return decorate(fn)
+    return decorate
+
+
+@runtime_checkable
+class _StatefulProtocol(Protocol):
+    def reset(self, state: Any) -> None: ...
+    def snapshot(self) -> Any: ...
+
+
+class Stateful(abc.ABC):
+    """A system that owns a sandbox: ``reset(state)`` before each case, ``snapshot()`` after.
+
+    Usable as a base class or as a protocol: any object with both methods counts
+    (``isinstance(obj, Stateful)`` is true for it). A Stateful system whose tools use ``@tool``
+    gets a checkpoint before every decorated call (the resume points of the built-in replay);
+    set ``auto_checkpoints = False`` on the class to turn that off.
+
+    Concurrency never shares a sandbox: each concurrent slot or worker gets its own system
+    object (a class named in ``system.callable`` is instantiated per slot; a single object
+    needs ``system.factory``), see :class:`SystemFactory`.
+    """
+
+    auto_checkpoints: bool = True
+
+    @abc.abstractmethod
+    def reset(self, state: Any) -> None:
+        """Put the sandbox in ``state`` (a fresh deep copy of the case's initial_state)."""
+
+    @abc.abstractmethod
+    def snapshot(self) -> Any:
+        """Return the sandbox's state as JSON-serialisable data."""
+
+    @classmethod
+    def __subclasshook__(cls, other: type) -> Any:
+        if cls is Stateful:
+            return all(callable(getattr(other, m, None)) for m in ("reset", "snapshot"))
+        return NotImplemented
+
+
+class Replayable(abc.ABC):
+    """A system that replays itself from a checkpoint with one tool result changed (SPEC §2.4).
+
+    ``change`` is ``None`` for a control replay, else has ``.step_index``, ``.tool_name`` and
+    ``.result``. The replay records its new trajectory with ``current_case().agent_trajectory``
+    and returns its output exactly as a run does. ``replay`` may be ``async def``.
+    """
+
+    @abc.abstractmethod
+    def replay(self, trajectory: Any, *, checkpoint: Any, change: Any) -> Any: ...
+
+    @classmethod
+    def __subclasshook__(cls, other: type) -> Any:
+        if cls is Replayable:
+            return callable(getattr(other, "replay", None))
+        return NotImplemented
+
+
+def _is_async(fn: Any) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+
+
+class SystemSlot:
+    """One system object and its sandbox, owned by one concurrent slot (a thread, a task
+    slot, a worker process). Cases of one slot run one at a time around its sandbox."""
+
+    __slots__ = ("factory", "target", "call", "instance", "replayable", "is_async", "dead")
+
+    def __init__(self, factory: "SystemFactory", target: Any):
+        self.factory = factory
+        self.target = target
+        if callable(target):
+            call = target
+        elif callable(getattr(target, "run", None)):
+            call = target.run
+        else:
+            raise ConfigError(f"system.callable {factory.label!r} is neither callable nor has a run(case) method")
+        self.call: Callable[[Any], Any] = call
+        self.instance = target if isinstance(target, Stateful) else None
+        self.replayable = isinstance(target, Replayable)
+        self.is_async = _is_async(call) or (self.replayable and _is_async(target.replay))
+        #: set when a case timed out: its sandbox may still be in use, so the slot is replaced
+        self.dead = False
+
+    @property
+    def name(self) -> str:
+        return self.factory.name
+
+    @property
+    def version(self) -> str:
+        return self.factory.version
+
+    @property
+    def stateful(self) -> bool:
+        return self.instance is not None
+
+    def discard(self) -> None:
+        """Give up this slot's system object (a case timed out inside it)."""
+        self.dead = True
+
+
+@dataclass(frozen=True)
+class SystemFactory:
+    """How to make a system object for one slot. Travels to worker processes and Dask
+    workers with cloudpickle (``target`` and ``factory`` are pickled by reference when they
+    live in an importable module; ``root`` is put on the workers' ``sys.path`` first).
+
+    The per-slot rule: a function is shared (it has no sandbox); a class is instantiated once
+    per slot; a single object is used as is when it is the only slot of its process, and
+    otherwise needs ``factory`` (``system.factory: module:attribute`` in ``oloproof.yaml``, a
+    zero-argument callable returning a fresh object) — a Stateful object shared by concurrent
+    cases would let one case see another's state.
+    """
+
+    name: str
+    version: str
+    records: tuple[str, ...]
+    target: Any
+    label: str
+    factory: Callable[[], Any] | None = None
+    factory_label: str | None = None
+    root: str | None = None
+
+    @property
+    def one_object(self) -> bool:
+        """The system is one object (not a class, not built by a factory)."""
+        return self.factory is None and not isinstance(self.target, type) and not inspect.isroutine(self.target)
+
+    def check_slots(self, per_process: int) -> None:
+        """Refuse to share one Stateful object between concurrent slots of one process."""
+        if per_process > 1 and self.one_object and isinstance(self.target, Stateful):
+            raise ConfigError(
+                f"system.callable {self.label!r} is one Stateful object, which owns one sandbox; "
+                f"{per_process} concurrent cases would share it and see each other's state. "
+                "Name its class instead (instantiated once per slot), or add "
+                "'factory: module:function' under system: in oloproof.yaml (a function that "
+                "returns a fresh object)")
+
+    def make_slot(self) -> SystemSlot:
+        if self.factory is not None:
+            try:
+                obj = self.factory()
+            except Exception as e:
+                raise ConfigError(f"system.factory {self.factory_label!r} raised {type(e).__name__}: {e}") from e
+        elif isinstance(self.target, type):
+            try:
+                obj = self.target()
+            except Exception as e:
+                raise ConfigError(f"cannot instantiate {self.label}: {type(e).__name__}: {e}") from e
+        else:
+            obj = self.target
+        return SystemSlot(self, obj)

@@ -1,0 +1,189 @@
+"""Immutable read models folded from events: a case, a replay, and a case's evidence.
+
+Evaluators see only these. A :class:`CaseView` is folded from one case stream; the replays
+and the metamorphic source a case is judged with are *inputs* of its evaluation
+(:meth:`CaseView.with_evidence` returns a new view), never attached to a shared object
+afterwards — so no code path can forget them and silently turn a case into ``missing``.
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Iterator, Mapping, Sequence
+
+from oloproof.errors import CorruptLogError
+from oloproof.events import (
+    CaseFinished,
+    CaseStarted,
+    CheckpointRecorded,
+    ConstraintRecorded,
+    EnvironmentStateRecorded,
+    Event,
+    ReplayFinished,
+    ReplayStarted,
+    StepRecorded,
+    TrajectoryRecorded,
+)
+
+#: the state of a case whose system recorded no ``environment_state/v1``
+NO_STATE: Any = type("NoState", (), {"__repr__": lambda self: "NO_STATE"})()
+
+
+@dataclass(frozen=True)
+class TrajectoryView:
+    """An ``agent_trajectory/v1`` record as stored: steps, constraints, checkpoints."""
+
+    steps: Sequence[StepRecorded]
+    terminal_status: str
+    truncated: bool
+    step_limit: int | None
+    constraints: Sequence[ConstraintRecorded]
+    checkpoints: Sequence[CheckpointRecorded]
+
+    @cached_property
+    def calls(self) -> list[StepRecorded]:
+        return [s for s in self.steps if s.kind == "tool_call"]
+
+    @cached_property
+    def tool_names(self) -> list[str]:
+        return [s.tool_name for s in self.calls]  # type: ignore[misc]
+
+
+@dataclass(frozen=True)
+class ReplayView:
+    """One stored replay (control or fault) of a case."""
+
+    started: ReplayStarted
+    trajectory: TrajectoryView | None = None
+    state: Any = NO_STATE
+    output: Any = None
+    error: str | None = None
+    error_kind: str | None = None
+    diverged: str | None = None
+    injected: bool = True
+
+    @property
+    def kind(self) -> str:
+        return self.started.kind
+
+
+@dataclass(frozen=True)
+class FaultReplays:
+    """What a fault evaluator judges: the plan, the control replay and (when the control was
+    trustworthy) the fault replay. ``plan`` is a :class:`oloproof.replay.plan.Plan`."""
+
+    plan: Any
+    control: ReplayView | None = None
+    fault: ReplayView | None = None
+
+
+#: (tool, fault kind) -> FaultReplays
+Replays = Mapping[tuple[str, str], FaultReplays]
+NO_REPLAYS: Replays = {}
+
+
+@dataclass(frozen=True)
+class CaseView:
+    """One case as recorded, with the evidence it is judged with (replays, pair source)."""
+
+    case_id: str
+    position: int
+    fingerprint: str
+    input: Any
+    initial_state: Any
+    expected: Mapping[str, Any]
+    metadata: Mapping[str, Any]
+    output: Any = None
+    error: str | None = None
+    error_kind: str | None = None
+    finished: bool = False
+    trajectory: TrajectoryView | None = None
+    state: Any = NO_STATE
+    started: CaseStarted | None = field(default=None, repr=False, compare=False)
+    #: (tool, fault) -> FaultReplays: evidence, given by :meth:`with_evidence`
+    replays: Replays = field(default_factory=dict, repr=False, compare=False)
+    #: for a derived case ``<source>~<transform>``: the source case (evidence)
+    pair_source: "CaseView | None" = field(default=None, repr=False, compare=False)
+
+    @property
+    def cluster(self) -> str:
+        """The cluster: a derived case shares its source's."""
+        if self.started is not None and self.started.cluster:
+            return self.started.cluster
+        return self.case_id.split("~", 1)[0]
+
+    @property
+    def is_derived(self) -> bool:
+        return self.cluster != self.case_id
+
+    def with_evidence(self, *, replays: Replays, pair_source: "CaseView | None") -> "CaseView":
+        """This case as evaluators judge it: a new view carrying its replays and pair source."""
+        if replays is self.replays and pair_source is self.pair_source:
+            return self
+        return dataclasses.replace(self, replays=replays, pair_source=pair_source)
+
+
+def fold_records(events: Sequence[Event], into: dict[str, Any]) -> Iterator[Event]:
+    """Fold the ``agent_trajectory/v1`` and ``environment_state/v1`` records of a stream into
+    ``into["trajectory"]`` / ``into["state"]``; yield every other event for the caller."""
+    steps: list[StepRecorded] = []
+    constraints: list[ConstraintRecorded] = []
+    checkpoints: list[CheckpointRecorded] = []
+    for ev in events:
+        t = type(ev)
+        if t is StepRecorded:
+            steps.append(ev)  # type: ignore[arg-type]
+        elif t is ConstraintRecorded:
+            constraints.append(ev)  # type: ignore[arg-type]
+        elif t is CheckpointRecorded:
+            checkpoints.append(ev)  # type: ignore[arg-type]
+        elif t is TrajectoryRecorded:
+            into["trajectory"] = TrajectoryView(
+                tuple(steps), ev.terminal_status, ev.truncated, ev.step_limit,  # type: ignore[attr-defined]
+                tuple(constraints), tuple(checkpoints),
+            )
+            steps, constraints, checkpoints = [], [], []
+        elif t is EnvironmentStateRecorded:
+            into["state"] = ev.state  # type: ignore[attr-defined]
+        else:
+            yield ev
+
+
+def fold_case(events: Sequence[Event], stream: str = "?") -> CaseView:
+    """Fold one case stream's events into a :class:`CaseView` (without evidence)."""
+    if not events or not isinstance(events[0], CaseStarted):
+        raise CorruptLogError(f"stream {stream!r}: a case stream must begin with case_started")
+    start: CaseStarted = events[0]  # type: ignore[assignment]
+    fields: dict[str, Any] = {}
+    for ev in fold_records(events[1:], fields):
+        if type(ev) is CaseFinished:
+            fields["output"] = ev.output  # type: ignore[attr-defined]
+            fields["error"] = ev.error  # type: ignore[attr-defined]
+            fields["error_kind"] = ev.error_kind  # type: ignore[attr-defined]
+            fields["finished"] = True
+    return CaseView(
+        case_id=start.case_id,
+        position=start.position,
+        fingerprint=start.fingerprint,
+        input=start.input,
+        initial_state=start.initial_state,
+        expected=start.expected if isinstance(start.expected, dict) else {},
+        metadata=start.metadata,
+        started=start,
+        **fields,
+    )
+
+
+def fold_replay(events: Sequence[Event], stream: str = "?") -> ReplayView:
+    """Fold one replay stream (``replay/<key>``) into a :class:`ReplayView`."""
+    if not events or not isinstance(events[0], ReplayStarted):
+        raise CorruptLogError(f"stream {stream!r}: a replay stream must begin with replay_started")
+    fields: dict[str, Any] = {}
+    for ev in fold_records(events[1:], fields):
+        if type(ev) is ReplayFinished:
+            fields.update(output=ev.output, error=ev.error, error_kind=ev.error_kind,  # type: ignore[attr-defined]
+                          diverged=ev.diverged, injected=ev.injected)  # type: ignore[attr-defined]
+    return ReplayView(events[0], **fields)  # type: ignore[arg-type]
