@@ -16,7 +16,10 @@ steps are ordered depth-first — a task's steps come, all of them, at the point
 was created, sibling tasks in creation order. So ``await asyncio.gather(a(), b())`` records
 all of ``a``'s steps, then all of ``b``'s, whichever finished first. Each such step stores its
 place in the tree (``branch``), which is how the replay tape answers the calls of concurrent
-tasks. Tasks created *inside* a tool call (by an HTTP client, say) belong to that call. Steps
+tasks. Tasks created *inside* a tool call (by an HTTP client, say) belong to that call.
+Automatic checkpoints are taken only while no other task of the agent runs — before each call
+of a lone task, and just before the agent starts concurrent tasks — since a snapshot taken
+while another task changes the sandbox would depend on timing. Steps
 are numbered when the case ends; the index a helper returns before then (``message()``,
 ``checkpoint()``) is the step's position in the order steps were made, and ``constraint(...,
 step_index=)`` accepts exactly that value.
@@ -63,14 +66,16 @@ def _error_result(exc: BaseException) -> dict[str, Any]:
 
 class Branch:
     """One task of a case's task tree: its path (the ticks of the tasks it descends from) and
-    the next tick it hands out, to a step entry or to a task it creates."""
+    the next tick it hands out, to a step entry or to a task it creates. ``in_call``: the
+    branch of a tool call in progress (what the tool itself does)."""
 
-    __slots__ = ("path", "n", "last")
+    __slots__ = ("path", "n", "last", "in_call")
 
-    def __init__(self, path: tuple[int, ...], n: int = 0):
+    def __init__(self, path: tuple[int, ...], n: int = 0, in_call: bool = False):
         self.path = path
         self.n = n
         self.last = 0  # provisional index of this branch's latest step
+        self.in_call = in_call
 
     def tick(self) -> tuple[int, ...]:
         t = self.n
@@ -81,7 +86,7 @@ class Branch:
 class CaseRecorder:
     """Collects what one case records. Obtain it with :func:`current_case`."""
 
-    __slots__ = ("case", "_steps", "_keys", "_entries", "_root", "_depth", "_constraints",
+    __slots__ = ("case", "_steps", "_keys", "_entries", "_root", "_depth", "_active", "_constraints",
                  "_checkpoints", "_status", "_truncated", "_step_limit", "_hand_built",
                  "_snapshot", "_touched", "_auto_checkpoints")
 
@@ -94,6 +99,7 @@ class CaseRecorder:
         self._entries: list[tuple] | None = None
         self._root: Branch | None = None
         self._depth = 0  # calls in progress (linear mode: one agent task)
+        self._active = 0  # the agent's tasks still running (keyed mode)
         self._constraints: list[tuple[str, bool, int]] = []  # (name, passed, provisional index)
         # linear mode: (step_index, state, id); keyed mode: (sort key, state, id)
         self._checkpoints: list[tuple[Any, Any, str | None]] = []
@@ -239,7 +245,25 @@ class CaseRecorder:
             self._root = Branch((), n)
             self._root.last = n
             self._checkpoints = [((index - 1,), state, cid) for index, state, cid in self._checkpoints]
-        return Branch(self._branch().tick())
+        parent = self._branch()
+        if parent is self._root and self._quiet():
+            # nothing else of the agent runs: the sandbox is a clean resume point before the
+            # task, and a replay from here re-runs the concurrent part live
+            self._checkpoints.append((parent.path + (parent.n,), _frozen(self._snapshot()), None))  # type: ignore[misc]
+        return Branch(parent.tick(), in_call=parent.in_call)
+
+    def _quiet(self) -> bool:
+        """An automatic checkpoint may be taken: no other task of the agent is running (a
+        snapshot taken while one runs would depend on timing)."""
+        return self._auto_checkpoints and self._active == 0 and _BRANCH.get() is None
+
+    def task_started(self, branch: Branch, task: asyncio.Task) -> None:
+        if not branch.in_call:
+            self._active += 1
+            task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task) -> None:
+        self._active -= 1
 
     # ---- what @tool calls ---------------------------------------------------------------
 
@@ -313,10 +337,10 @@ class CaseRecorder:
     def _open(self, name: str, arguments: dict, kind: str) -> tuple[tuple, Any]:
         entry = self._branch().tick()
         if kind != "model":
-            if self._auto_checkpoints:
+            if self._quiet():
                 self._checkpoints.append((entry + (0,), _frozen(self._snapshot()), None))  # type: ignore[misc]
             self._add(entry + (0,), entry, StepRecorded(0, "tool_call", name, _frozen(arguments)))
-        return entry, _BRANCH.set(Branch(entry + (1,)))
+        return entry, _BRANCH.set(Branch(entry + (1,), in_call=True))
 
     def _close(self, entry: tuple, name: str, arguments: dict, kind: str, result: Any,
                raised: BaseException | None = None) -> None:
@@ -426,11 +450,15 @@ def _task_factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> 
     if context is None:
         context = contextvars.copy_context()
     rec = context.get(_CURRENT)
+    branch = None
     if rec is not None:
         branch = context.run(rec.fork)
         if branch is not None:
             context.run(_BRANCH.set, branch)
-    return asyncio.Task(coro, loop=loop, context=context, **kwargs)
+    task = asyncio.Task(coro, loop=loop, context=context, **kwargs)
+    if branch is not None:
+        rec.task_started(branch, task)
+    return task
 
 
 def install_task_factory(loop: asyncio.AbstractEventLoop) -> None:

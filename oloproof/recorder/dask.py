@@ -32,19 +32,42 @@ from oloproof.system import SystemFactory, SystemSlot
 MAX_BATCH = 32
 
 _SLOTS = threading.local()
+_ROOT: list[str | None] = [None]  # the project whose modules this worker process has loaded
 
 
-def _slot(root: str | None, digest: str, blob: bytes) -> tuple[SystemFactory, SystemSlot]:  # on a worker
+def _use_project(root: str | None) -> None:
+    """Make ``root``'s modules the ones ``import`` finds: a long-lived worker may have run
+    another project whose modules have the same names (every example has an ``app.py``)."""
+    import sys
+    from pathlib import Path
+
+    previous = _ROOT[0]
+    if previous == root:
+        return
+    if previous:
+        old = Path(previous).resolve()
+        for name, module in list(sys.modules.items()):
+            file = getattr(module, "__file__", None)
+            if file and not name.startswith("oloproof") and old in Path(file).resolve().parents:
+                del sys.modules[name]
+        if previous in sys.path:
+            sys.path.remove(previous)
+    if root:
+        if root in sys.path:
+            sys.path.remove(root)
+        sys.path.insert(0, root)
+    _ROOT[0] = root
+
+
+def _slot(root: str | None, digest: str, blob: bytes) -> list[Any]:  # on a worker
     cache = getattr(_SLOTS, "cache", None)
-    if cache is None:
+    if cache is None or getattr(_SLOTS, "root", None) != root:
         cache = _SLOTS.cache = {}
+        _SLOTS.root = root
     if digest not in cache:
-        import sys
-
         import cloudpickle
 
-        if root and root not in sys.path:
-            sys.path.insert(0, root)
+        _use_project(root)
         factory = cloudpickle.loads(blob)
         cache[digest] = [factory, factory.make_slot()]
     return cache[digest]
