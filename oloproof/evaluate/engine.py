@@ -276,7 +276,9 @@ class _Tally:
             from oloproof.stats.clusters import clustered_rate_interval
 
             rows = [(1, 1, 0)] * p + [(0, 1, 0)] * (o - p) + [(0, 0, 1)] * m
-            rows += [tuple(c) for c in self.clusters.values()]  # type: ignore[misc]
+            # in cluster order, not arrival order: the same sums (to the last bit) whatever
+            # order the cases finished in
+            rows += [tuple(self.clusters[k]) for k in sorted(self.clusters)]  # type: ignore[misc]
             return clustered_rate_interval(rows, self.excluded)  # type: ignore[arg-type]
         for c in self.clusters.values():
             p, o, m = p + c[0], o + c[1], m + c[2]

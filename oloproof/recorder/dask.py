@@ -128,7 +128,7 @@ class DaskExecutor(Executor):
             # worker_died instead of killing three more workers on retries
             with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
                 self._cluster = LocalCluster(n_workers=self.workers or 2, threads_per_worker=1,
-                                             processes=True, dashboard_address=None,
+                                             processes=True, dashboard_address=":0",
                                              silence_logs=logging.ERROR)
             self._client = Client(self._cluster)
         info = self._client.scheduler_info()

@@ -58,7 +58,10 @@ def _worker_main(conn: Any, root: str | None, blob: bytes) -> None:  # pragma: n
                 message = [job_id, True, kind.encode_result(kind.run(slot, kind.decode_arg(arg), timeout))]
             except Exception as e:
                 message = [job_id, False, f"{type(e).__name__}: {e}\n{traceback.format_exc()}"]
-            conn.send_bytes(encode(message))
+            try:
+                conn.send_bytes(encode(message))
+            except OSError:  # the driver has gone (it stopped the run)
+                return
             if slot.dead:
                 slot = factory.make_slot()
 
