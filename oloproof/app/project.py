@@ -23,7 +23,7 @@ from oloproof.config.models import (
     load_release_config,
     validate_yaml,
 )
-from oloproof.errors import ConfigError
+from oloproof.errors import ConfigError, Interrupted
 from oloproof.evaluate.engine import SuiteEvaluation, build_suite
 from oloproof.events import canonical_json
 from oloproof.system import SystemFactory, SystemSlot, system_info
@@ -126,7 +126,7 @@ def _import(project: Project, spec: str, key: str) -> Any:
                 del sys.modules[module_name]
             module = importlib.import_module(module_name)
     except BaseException as e:  # user code: anything can happen on import, SystemExit included
-        if isinstance(e, KeyboardInterrupt):
+        if isinstance(e, Interrupted):  # the operator's Ctrl-C, not the module's doing
             raise
         raise ConfigError(f"{where}: system.{key} {spec!r}: cannot import module "
                           f"{module_name!r}: {type(e).__name__}: {e}") from e

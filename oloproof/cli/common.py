@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 import click
 
-from oloproof.errors import OloproofError, UsageError
+from oloproof.errors import Interrupted, OloproofError, UsageError
 
 DB_HELP = "Path of the event log (default: .oloproof/log.db in the current folder)."
 
@@ -39,7 +39,9 @@ def handled(fn: Callable) -> Callable:
             return fn(*args, **kwargs)
         except OloproofError as e:
             fail(str(e), e.exit_code)
-        except (SystemExit, KeyboardInterrupt):
+        except (Interrupted, KeyboardInterrupt):
+            fail("interrupted", 130)
+        except SystemExit:
             raise
         except Exception as e:  # an Oloproof bug: say so, with what a bug report needs
             import traceback

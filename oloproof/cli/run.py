@@ -57,28 +57,29 @@ def command(json_path: str | None, db: str | None, resume: str | None, durabilit
     from oloproof.report.results import results_dict
     from oloproof.report.terminal import summary_view
 
-    pool = make_executor(concurrency=concurrency, workers=workers, executor=executor, scheduler=scheduler)
-    project = load_project(project_dir)
-    info = project.prepare()  # every case, derived case and label checked before anything runs
-    system = load_system(project)
-    system.factory.check_slots(pool.slots_per_process)
-    out = console()
-    db_path = db or str(Path(project_dir) / ".oloproof" / "log.db")
-    store = open_log(db_path, must_exist=resume is not None, durability=durability)
-    if durability == "normal":
-        click.echo("durability normal: a power loss may lose the last committed cases", err=True)
-    results = ResultsFile(json_path, project.suite.criteria) if json_path else None
-    try:
-        with interruptible(), _progress(out, info.count) as progress:
-            outcome = run_suite(project, system, store, info, executor=pool, resume=resume,
-                                durability=durability, progress=progress, keep_cases=False,
-                                on_case=results.add if results else None)
-    except (Interrupted, KeyboardInterrupt):
-        click.echo("interrupted: committed cases are safe; finish with 'oloproof run --resume RUN_ID' "
-                   "(see 'oloproof runs')", err=True)
-        sys.exit(130)
-    finally:
-        store.close()
+    with interruptible():  # Ctrl-C stops the command, whatever it is doing (an import included)
+        pool = make_executor(concurrency=concurrency, workers=workers, executor=executor, scheduler=scheduler)
+        project = load_project(project_dir)
+        info = project.prepare()  # every case, derived case and label checked before anything runs
+        system = load_system(project)
+        system.factory.check_slots(pool.slots_per_process)
+        out = console()
+        db_path = db or str(Path(project_dir) / ".oloproof" / "log.db")
+        store = open_log(db_path, must_exist=resume is not None, durability=durability)
+        if durability == "normal":
+            click.echo("durability normal: a power loss may lose the last committed cases", err=True)
+        results = ResultsFile(json_path, project.suite.criteria) if json_path else None
+        try:
+            with _progress(out, info.count) as progress:
+                outcome = run_suite(project, system, store, info, executor=pool, resume=resume,
+                                    durability=durability, progress=progress, keep_cases=False,
+                                    on_case=results.add if results else None)
+        except (Interrupted, KeyboardInterrupt):
+            click.echo("interrupted: committed cases are safe; finish with 'oloproof run --resume RUN_ID' "
+                       "(see 'oloproof runs')", err=True)
+            sys.exit(130)
+        finally:
+            store.close()
     summary = outcome.summary
     out.print(summary_view(summary, run_id=outcome.run_id, system=f"{outcome.system_name} {outcome.system_version}",
                            min_support=project.config.min_slice_support))

@@ -2,14 +2,16 @@
 ``oloproof[dask]``.
 
 ``--executor dask`` starts a ``LocalCluster`` of worker processes; ``--scheduler
-tcp://HOST:PORT`` joins an existing cluster. The system factory is scattered once (cloudpickle
-bytes); each Dask task runs a batch of jobs on the worker thread's own slot and returns their
-results as msgpack bytes. The driver stays the only writer of the log.
+tcp://HOST:PORT`` joins an existing cluster. The system factory travels as cloudpickle bytes
+with each task, and is unpickled once per worker; each Dask task runs a batch of jobs on the
+worker thread's own slot and returns their results as msgpack bytes. The driver stays the
+only writer of the log.
 
 A task that Dask retries (a worker lost for an unrelated reason) still returns each of its
 cases once, and the driver commits a case once whatever it receives. A batch whose worker
-died (``KilledWorker``) is split and its jobs run one per task, so the one case that kills
-its worker is recorded with ``worker_died`` and the others normally. Remote workers must be
+died (``KilledWorker``) is split and its jobs run one per task; a job whose own task loses its
+worker three times is the one that kills it and is recorded with ``worker_died`` (a job that
+was only queued on a dying worker succeeds on a retry), and the others run normally. Remote workers must be
 able to import the project's modules (same folder, or ``client.upload_file``).
 """
 
@@ -30,6 +32,8 @@ from oloproof.recorder.jobs import Done, Job, job_kind
 from oloproof.system import SystemFactory, SystemSlot
 
 MAX_BATCH = 32
+DEATHS = 3  # a job alone on its task that loses its worker this often killed it
+RESULT_WAIT = 600.0  # seconds to wait for a finished task's result (recomputed if its worker died)
 
 _SLOTS = threading.local()
 _ROOT: list[str | None] = [None]  # the project whose modules this worker process has loaded
@@ -100,6 +104,7 @@ class DaskExecutor(Executor):
         self.scheduler = scheduler
         self.max_batch = max(1, batch)
         self._pending: deque[tuple[Job, bool]] = deque()  # (job, must run alone)
+        self._deaths: dict[int, int] = {}  # job id -> times its own task lost its worker
         self._futures: dict[Any, list[Job]] = {}
         self._ready: list[Done] = []
         self._client: Any = None
@@ -120,7 +125,7 @@ class DaskExecutor(Executor):
         self._root = factory.root
         if self.scheduler:
             try:
-                self._client = Client(self.scheduler, timeout="10s")
+                self._client = Client(self.scheduler, timeout="5s")
             except (OSError, TimeoutError) as e:
                 raise UsageError(f"--scheduler {self.scheduler}: cannot reach a Dask scheduler ({e})") from e
         else:
@@ -136,7 +141,9 @@ class DaskExecutor(Executor):
         self._n = threads
         per_process = max((w.get("nthreads", 1) for w in info.get("workers", {}).values()), default=1)
         factory.check_slots(per_process)
-        self._blob = self._client.scatter(blob, broadcast=True, hash=False)
+        # sent with every task (a batch), not scattered: scattered data dies with the workers
+        # that hold it, and surviving a dying worker is the point
+        self._blob = blob
 
     def _submit(self, job: Job) -> None:
         self._pending.append((job, False))
@@ -174,26 +181,35 @@ class DaskExecutor(Executor):
     def _collect(self, future: Any, jobs: list[Job]) -> None:
         from distributed.scheduler import KilledWorker
 
-        if future.status == "finished":
-            by_id = {j.id: j for j in jobs}
-            for job_id, ok, payload in msgspec.msgpack.decode(future.result()):
-                job = by_id.pop(job_id)
-                if ok:
-                    self._ready.append(Done(job, job.kind.decode_result(payload)))
-                else:
-                    self._ready.append(Done(job, error=RuntimeError(f"on a Dask worker: {payload}")))
-            return
-        error = future.exception()
-        if isinstance(error, KilledWorker):
+        try:
+            # a result held only by a worker that died since is computed again: wait for it
+            data = future.result(timeout=RESULT_WAIT)
+        except KilledWorker:
             if len(jobs) > 1:  # find the case that kills its worker: each job on its own
                 self._pending.extendleft((j, True) for j in reversed(jobs))
                 return
             job = jobs[0]
+            deaths = self._deaths[job.id] = self._deaths.get(job.id, 0) + 1
+            if deaths < DEATHS:  # it may only have been queued on the worker that died
+                self._pending.appendleft((job, True))
+                return
+            del self._deaths[job.id]
             self._ready.append(Done(job, job.kind.failed(
-                job.arg, "the Dask worker running this case died; a new worker took its place", "worker_died")))
+                job.arg, f"the Dask worker running this case died ({deaths} times, on its own); "
+                         "new workers took their place", "worker_died")))
             return
-        for job in jobs:
-            self._ready.append(Done(job, error=error or RuntimeError(f"Dask task {future.status}")))
+        except Exception as e:  # the cluster failed us (cancelled, unreachable): not a case's fault
+            for job in jobs:
+                self._ready.append(Done(job, error=e))
+            return
+        by_id = {j.id: j for j in jobs}
+        for job_id, ok, payload in msgspec.msgpack.decode(data):
+            job = by_id.pop(job_id)
+            self._deaths.pop(job.id, None)
+            if ok:
+                self._ready.append(Done(job, job.kind.decode_result(payload)))
+            else:
+                self._ready.append(Done(job, error=RuntimeError(f"on a Dask worker: {payload}")))
 
     def close(self, cancel: bool = False) -> None:
         if self._client is not None:

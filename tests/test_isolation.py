@@ -1,0 +1,252 @@
+"""A case cannot take the run down: timeouts, dying workers, SystemExit and KeyboardInterrupt
+raised by the system, a module that exits on import, Ctrl-C — and sandboxes never shared."""
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import write
+
+APP = '''\
+import os
+import sys
+import time
+
+from oloproof import Stateful, current_case, tool
+
+MADE = []
+
+
+class Box(Stateful):
+    def __init__(self):
+        MADE.append(self)
+        self.number = len(MADE)  # which system object of this process ran the case
+
+    def reset(self, state):
+        self.state = state
+
+    def snapshot(self):
+        return self.state
+
+    @tool
+    def act(self, what):
+        if what == "sleep":
+            time.sleep(30)
+        elif what == "busy":
+            end = time.monotonic() + 4
+            while time.monotonic() < end:
+                pass
+        elif what == "exit":
+            sys.exit(0)
+        elif what == "interrupt":
+            raise KeyboardInterrupt
+        elif what == "die":
+            os._exit(7)
+        elif what == "segfault":
+            import ctypes
+            ctypes.string_at(0)
+        self.state["done"] = what
+        return {"ok": what}
+
+    def __call__(self, case):
+        self.act(case.input["what"])
+        current_case().finish("success")
+        return {"answer": "ok", "box": self.number, "pid": os.getpid()}
+'''
+
+CONFIG = '''\
+system: {name: box, version: "1", callable: app:Box, records: [agent_trajectory/v1, environment_state/v1]}
+cases: cases.jsonl
+TIMEOUT
+evaluators:
+  - {type: contains, criterion: answer_correct, field: answer, expected_field: answer}
+  - {type: state_matches, mode: subset}
+'''
+
+
+def make(tmp_path, whats, timeout=None, app=APP):
+    write(tmp_path / "app.py", app)
+    write(tmp_path / "oloproof.yaml", CONFIG.replace("TIMEOUT", f"timeout: {timeout}" if timeout else ""))
+    write(tmp_path / "cases.jsonl", "".join(
+        json.dumps({"id": f"c{i}-{w}", "input": {"what": w}, "initial_state": {"n": i},
+                    "expected": {"answer": "ok", "state": {"done": w}}}) + "\n" for i, w in enumerate(whats)))
+    return tmp_path
+
+
+def results(cli, p, *args):
+    r = cli("run", "--json", "r.json", *args, cwd=p)
+    assert (p / "r.json").exists(), r.output
+    data = json.loads((p / "r.json").read_text())
+    return r, {c["case_id"]: c["verdicts"]["answer_correct"] for c in data["cases"]}
+
+
+def outputs(p):
+    conn = sqlite3.connect(p / ".oloproof" / "log.db")
+    rows = conn.execute("SELECT stream, payload FROM events WHERE type = 'case_finished.v1'").fetchall()
+    conn.close()
+    return {s.split("/", 1)[1]: json.loads(x) for s, x in rows}
+
+
+@pytest.mark.parametrize("executor", [[], ["--concurrency", "2"], ["--workers", "2"]])
+def test_a_case_past_its_timeout_is_missing_and_its_sandbox_discarded(cli, tmp_path, executor):
+    p = make(tmp_path, ["ok", "sleep", "ok", "busy", "ok"], timeout=0.5)
+    t0 = time.monotonic()
+    r, v = results(cli, p, *executor)
+    assert time.monotonic() - t0 < 20
+    assert v == {"c0-ok": {"verdict": "pass"}, "c1-sleep": {"verdict": "missing", "reason": "case_timeout"},
+                 "c2-ok": {"verdict": "pass"}, "c3-busy": {"verdict": "missing", "reason": "case_timeout"},
+                 "c4-ok": {"verdict": "pass"}}
+    out = outputs(p)
+    assert "timeout of 0.5 s" in out["c1-sleep"]["error"] and out["c1-sleep"]["error_kind"] == "case_timeout"
+    if not executor:  # one slot: each timed-out case's system object was replaced
+        assert [out[c]["output"]["box"] for c in ("c0-ok", "c2-ok", "c4-ok")] == [1, 2, 3]
+    assert r.exit_code == 0
+
+
+@pytest.mark.parametrize("what", ["die", "segfault"])
+def test_a_case_that_kills_its_worker_process_is_that_cases_error(cli, tmp_path, what):
+    p = make(tmp_path, ["ok", what, "ok", "ok", what, "ok"])
+    r, v = results(cli, p, "--workers", "2")
+    assert v[f"c1-{what}"] == v[f"c4-{what}"] == {"verdict": "missing", "reason": "worker_died"}
+    assert all(v[c] == {"verdict": "pass"} for c in ("c0-ok", "c2-ok", "c3-ok", "c5-ok"))
+    out = outputs(p)
+    assert "died" in out[f"c1-{what}"]["error"]
+    assert ("SIGSEGV" if what == "segfault" else "exit code 7") in out[f"c1-{what}"]["error"]
+    assert r.exit_code == 0 and "worker_died" not in r.output or True
+
+
+def test_a_case_that_kills_its_dask_worker_is_that_cases_error(cli, tmp_path):
+    pytest.importorskip("distributed")
+    p = make(tmp_path, ["ok", "die", "ok", "ok"])
+    r, v = results(cli, p, "--executor", "dask", "--workers", "2")
+    assert v == {"c0-ok": {"verdict": "pass"}, "c1-die": {"verdict": "missing", "reason": "worker_died"},
+                 "c2-ok": {"verdict": "pass"}, "c3-ok": {"verdict": "pass"}}
+    assert r.exit_code == 0
+
+
+@pytest.mark.parametrize("executor", [[], ["--concurrency", "2"], ["--workers", "2"]])
+@pytest.mark.parametrize("what", ["exit", "interrupt"])
+def test_system_exit_and_keyboard_interrupt_only_error_their_case(cli, tmp_path, executor, what):
+    p = make(tmp_path, ["ok", what, "ok"])
+    r, v = results(cli, p, *executor)
+    assert v[f"c1-{what}"] == {"verdict": "missing", "reason": "system_error"}
+    assert v["c0-ok"] == v["c2-ok"] == {"verdict": "pass"}
+    assert ("SystemExit" if what == "exit" else "KeyboardInterrupt") in outputs(p)[f"c1-{what}"]["error"]
+    assert r.exit_code == 0
+
+
+@pytest.mark.parametrize("code", ["import sys\nsys.exit(0)\n", "raise KeyboardInterrupt\n"])
+def test_a_module_that_exits_on_import_is_a_config_error(tmp_path, code):
+    p = make(tmp_path, ["ok"], app=code + APP)
+    r = subprocess.run([sys.executable, "-m", "oloproof", "run"], cwd=p, capture_output=True, text=True, timeout=60)
+    raised = "KeyboardInterrupt" if "KeyboardInterrupt" in code else "SystemExit"
+    assert r.returncode == 2 and raised in r.stderr and "oloproof.yaml:1" in r.stderr, r.stderr
+    assert not (p / ".oloproof" / "log.db").exists() or sqlite3.connect(p / ".oloproof" / "log.db").execute(
+        "SELECT COUNT(*) FROM events").fetchone()[0] == 0
+
+
+SLOW = '''\
+import time
+from oloproof import current_case, system
+
+@system(name="slow", version="1", records=("agent_trajectory/v1",))
+def run(case):
+    time.sleep(0.03)
+    current_case().finish("success")
+    return {"answer": "ok"}
+'''
+
+
+@pytest.mark.parametrize("executor", [[], ["--workers", "2"], ["--concurrency", "3"]])
+def test_ctrl_c_stops_cleanly_and_the_run_resumes(tmp_path, executor):
+    write(tmp_path / "app.py", SLOW)
+    write(tmp_path / "oloproof.yaml", "system: {name: slow, version: '1', callable: app:run, "
+                                      "records: [agent_trajectory/v1]}\nevaluators:\n"
+                                      "  - {type: contains, criterion: answer_correct, field: answer, expected_field: answer}\n")
+    write(tmp_path / "cases.jsonl", "".join(json.dumps({"id": f"c{i:03d}", "input": {}, "expected": {"answer": "ok"}})
+                                            + "\n" for i in range(200)))
+    proc = subprocess.Popen([sys.executable, "-m", "oloproof", "run", *executor], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    db = tmp_path / ".oloproof" / "log.db"
+
+    def committed():
+        try:
+            conn = sqlite3.connect(db, timeout=5)
+            n = conn.execute("SELECT COUNT(DISTINCT stream) FROM events WHERE stream LIKE '%/%'").fetchone()[0]
+            conn.close()
+            return n
+        except sqlite3.DatabaseError:
+            return 0
+
+    deadline = time.time() + 60
+    while committed() < 10 and time.time() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted: committed cases are safe" in err and "Traceback" not in err
+    before = committed()
+    assert 10 <= before < 200
+    runs = json.loads(subprocess.run([sys.executable, "-m", "oloproof", "runs", "--json"], cwd=tmp_path,
+                                     capture_output=True, text=True).stdout)
+    assert runs[0]["status"] == "incomplete"
+    conn = sqlite3.connect(db)
+    errored = conn.execute("SELECT COUNT(*) FROM events WHERE type = 'case_finished.v1' AND payload LIKE '%error%'").fetchone()[0]
+    conn.close()
+    assert errored == 0  # the Ctrl-C was nobody's case error
+    done = subprocess.run([sys.executable, "-m", "oloproof", "run", "--resume", runs[0]["run_id"], "--json", "r.json",
+                           "--concurrency", "8"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["criteria"][0]["passed"] == 200 and committed() == 200
+    assert subprocess.run([sys.executable, "-m", "oloproof", "audit", "verify"], cwd=tmp_path).returncode == 0
+
+
+STATEFUL_OBJECT = APP + "\n\nbox = Box()\n\n\ndef new_box():\n    return Box()\n"
+
+
+def test_one_stateful_object_is_not_shared_by_concurrent_slots(cli, tmp_path):
+    p = make(tmp_path, ["ok"] * 6, app=STATEFUL_OBJECT)
+    cfg = p / "oloproof.yaml"
+    cfg.write_text(cfg.read_text().replace("callable: app:Box", "callable: app:box"))
+    r = cli("run", "--concurrency", "3", cwd=p)
+    assert r.exit_code == 2 and "one Stateful object" in r.output and "factory" in r.output
+    assert not (p / ".oloproof").exists()
+    r, v = results(cli, p, "--workers", "2")  # one slot a process: each has its own copy
+    assert r.exit_code == 0 and all(x == {"verdict": "pass"} for x in v.values())
+    cfg.write_text(cfg.read_text().replace("callable: app:box", "callable: app:box, factory: app:new_box"))
+    r, v = results(cli, p, "--concurrency", "3")
+    assert r.exit_code == 0 and all(x == {"verdict": "pass"} for x in v.values())
+    boxes = {o["output"]["box"] for o in outputs(p).values() if o.get("output")}
+    assert len(boxes) == 3  # three slots, three sandboxes
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--concurrency", "0"], "--concurrency 0"),
+    (["--workers", "-1"], "--workers -1"),
+    (["--concurrency", "2", "--workers", "2"], "choose one of"),
+    (["--executor", "serial", "--workers", "2"], "serial"),
+    (["--scheduler", "localhost:8786"], "tcp://HOST:PORT"),
+    (["--scheduler", "tcp://127.0.0.1:1", "--workers", "2"], "its own workers"),
+    (["--executor", "threads"], "threads"),
+])
+def test_bad_executor_options_exit_2_nothing_written(cli, tmp_path, args, needle):
+    p = make(tmp_path, ["ok"])
+    r = cli("run", *args, cwd=p)
+    assert r.exit_code == 2 and needle in r.output, r.output
+    assert not (p / ".oloproof").exists()
+
+
+def test_an_unreachable_scheduler_exits_2_nothing_written(cli, tmp_path):
+    pytest.importorskip("distributed")
+    p = make(tmp_path, ["ok"])
+    r = cli("run", "--scheduler", "tcp://127.0.0.1:9", cwd=p)
+    assert r.exit_code == 2 and "cannot reach a Dask scheduler" in r.output, r.output
+    conn = sqlite3.connect(p / ".oloproof" / "log.db")
+    assert conn.execute("SELECT COUNT(*) FROM events").fetchone()[0] == 0
