@@ -64,8 +64,11 @@ class RunEvidence:
 
 def accumulator(run: StoredRun, suite: SuiteEvaluation, keep_cases: bool) -> Accumulator:
     # a run recorded with transforms holds clusters, whatever the configuration says now
-    multi = None if run.started.config["oloproof"].get("metamorphic") else set()
-    return Accumulator(suite, keep_cases=keep_cases, multi=multi)
+    metamorphic = run.started.config["oloproof"].get("metamorphic")
+    if not metamorphic:
+        return Accumulator(suite, keep_cases=keep_cases, multi=set())
+    return Accumulator(suite, keep_cases=keep_cases, multi=None,
+                       cluster_size=1 + len(metamorphic.get("transforms", [])))
 
 
 def evaluate_run(store: EventStore, run_id: str, suite: SuiteEvaluation, eval_key: str | None = None,

@@ -318,7 +318,8 @@ def run_suite(project: Project, system: LoadedSystem, store: EventStore, info: S
             driver.resume(resume, info)
         driver.total = info.count
         driver.acc = Accumulator(project.suite, keep_cases=keep_cases,
-                                 multi=None if project.config.metamorphic else set())
+                                 multi=None if driver.transforms else set(),
+                                 cluster_size=1 + driver.transforms if driver.transforms else None)
         if progress:
             progress(0, info.count)
         driver.loop(resuming=resume is not None)

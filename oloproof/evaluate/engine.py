@@ -166,13 +166,19 @@ class Accumulator:
     (a suite with transforms, where any source may have derived cases).
     """
 
-    def __init__(self, suite: "SuiteEvaluation", *, keep_cases: bool = True, multi: set[str] | None = None):
+    def __init__(self, suite: "SuiteEvaluation", *, keep_cases: bool = True, multi: set[str] | None = None,
+                 cluster_size: int | None = None):
         self.suite = suite
+        #: cases in a complete cluster (a source and one derived case per transform), when
+        #: known: a complete cluster is folded into sums, so memory stays flat
+        self.cluster_size = cluster_size
+        self._seen: dict[str, int] = {}
         n_crit = len(suite.criteria)
         self.multi = multi
         self.crit = [_Tally() for _ in range(n_crit)]
         self.slice_tallies: dict[tuple[int, str], list[_Tally]] = {}
-        self.values: list[list[float]] = [[] for _ in suite.metrics]
+        # one count per distinct value: flat in the number of cases
+        self.values: list[dict[float, int]] = [{} for _ in suite.metrics]
         self.value_missing = [[0, 0] for _ in suite.metrics]
         self.sources = 0
         self.cases: list[CaseResult] | None = [] if keep_cases else None
@@ -199,7 +205,8 @@ class Accumulator:
             if isinstance(v, tuple):
                 self.value_missing[k][0 if v[0] == "missing" else 1] += 1
             else:
-                self.values[k].append(v)
+                counts = self.values[k]
+                counts[v] = counts.get(v, 0) + 1
         if "~" in r.case_id:
             name = r.case_id.rsplit("~", 1)[1]
             if name in self.pairs:
@@ -211,6 +218,15 @@ class Accumulator:
                     counts[2] += label
         if self.cases is not None:
             self.cases.append(r)
+        if key is not None and self.cluster_size:
+            seen = self._seen[key] = self._seen.get(key, 0) + 1
+            if seen >= self.cluster_size:
+                del self._seen[key]
+                for tally in self.crit:
+                    tally.close(key)
+                for per in self.slice_tallies.values():
+                    for tally in per:
+                        tally.close(key)
 
     def summary(self) -> Summary:
         suite = self.suite
@@ -245,22 +261,25 @@ class Accumulator:
 
 
 class _Tally:
-    """Verdict counts of one row: singleton cases only counted, multi-case clusters kept."""
+    """Verdict counts of one row: singleton cases only counted; the cases of a multi-case
+    cluster kept per cluster until the cluster is complete, then folded into sums."""
 
-    __slots__ = ("single", "clusters", "excluded")
+    __slots__ = ("single", "open", "sums", "excluded", "grouped")
 
     def __init__(self) -> None:
         self.single = [0, 0, 0]  # passed, observed, missing
-        self.clusters: dict[str, list[int]] = {}
+        self.open: dict[str, list[int]] = {}
+        self.sums: Any = None  # ClusterSums of the clusters closed so far
         self.excluded = 0
+        self.grouped = False  # some cluster has more than one counted case
 
     def add(self, cluster: str | None, t: int) -> None:
         if t == 3:
             self.excluded += 1
             return
-        c = self.single if cluster is None else self.clusters.get(cluster)
+        c = self.single if cluster is None else self.open.get(cluster)
         if c is None:
-            c = self.clusters[cluster] = [0, 0, 0]  # type: ignore[index]
+            c = self.open[cluster] = [0, 0, 0]  # type: ignore[index]
         if t == 0:
             c[0] += 1
             c[1] += 1
@@ -269,20 +288,38 @@ class _Tally:
         else:
             c[2] += 1
 
+    def close(self, cluster: str) -> None:
+        """Every case of ``cluster`` is in: fold it into the sums and forget it."""
+        c = self.open.pop(cluster, None)
+        if c is None:
+            return
+        if c[1] + c[2] > 1:
+            self.grouped = True
+        if self.sums is None:
+            from oloproof.stats.clusters import ClusterSums
+
+            self.sums = ClusterSums()
+        self.sums.add(*c)
+
     def rate(self) -> RateInterval:
         """Exact when every cluster holds at most one counted case; cluster-aware otherwise."""
-        p, o, m = self.single
-        if any(c[1] + c[2] > 1 for c in self.clusters.values()):
-            from oloproof.stats.clusters import clustered_rate_interval
+        from oloproof.stats.clusters import ClusterSums, sums_interval
 
-            rows = [(1, 1, 0)] * p + [(0, 1, 0)] * (o - p) + [(0, 0, 1)] * m
-            # in cluster order, not arrival order: the same sums (to the last bit) whatever
-            # order the cases finished in
-            rows += [tuple(self.clusters[k]) for k in sorted(self.clusters)]  # type: ignore[misc]
-            return clustered_rate_interval(rows, self.excluded)  # type: ignore[arg-type]
-        for c in self.clusters.values():
-            p, o, m = p + c[0], o + c[1], m + c[2]
-        return rate_interval(p, o, m, self.excluded)
+        sums = ClusterSums()
+        if self.sums is not None:
+            for name in ClusterSums.__slots__:
+                value = getattr(self.sums, name)
+                setattr(sums, name, list(value) if isinstance(value, list) else value)
+        for c in self.open.values():
+            sums.add(*c)
+        grouped = self.grouped or any(c[1] + c[2] > 1 for c in self.open.values())
+        p, o, m = self.single
+        if grouped:
+            sums.add(1, 1, 0, times=p)
+            sums.add(0, 1, 0, times=o - p)
+            sums.add(0, 0, 1, times=m)
+            return sums_interval(sums, self.excluded)
+        return rate_interval(p + sums.passed, o + sums.observed, m + sums.missing, self.excluded)
 
 
 def build_suite(config: ProjectConfig, locator: Locator, release: ReleaseConfig | None = None,

@@ -32,39 +32,75 @@ def _betaincinv(a: float, b: float, y: float) -> float:
     return float(betaincinv(a, b, y))
 
 
-def design_effect(successes: Sequence[float], sizes: Sequence[float]) -> float:
-    n = float(sum(sizes))
-    c = len(sizes)
+class ClusterSums:
+    """Sufficient statistics of clusters (exact integer sums), so that a cluster can be folded
+    in as soon as its last case is judged and forgotten: memory does not grow with the
+    number of clusters, and the sums — hence the interval — do not depend on the order in
+    which clusters arrive. ``low`` counts missing cases as failures, ``high`` as passes."""
+
+    __slots__ = ("clusters", "passed", "observed", "missing", "n", "n2", "low", "high")
+
+    def __init__(self) -> None:
+        self.clusters = self.passed = self.observed = self.missing = self.n = self.n2 = 0
+        self.low = [0, 0, 0]  # Σy, Σy², Σy·n
+        self.high = [0, 0, 0]
+
+    def add(self, passed: int, observed: int, missing: int, times: int = 1) -> None:
+        """Fold in ``times`` clusters of (passed, observed, missing) cases."""
+        size = observed + missing
+        self.clusters += times
+        self.passed += passed * times
+        self.observed += observed * times
+        self.missing += missing * times
+        self.n += size * times
+        self.n2 += size * size * times
+        for sums, y in ((self.low, passed), (self.high, passed + missing)):
+            sums[0] += y * times
+            sums[1] += y * y * times
+            sums[2] += y * size * times
+
+
+def _design_effect(c: int, n: int, y: int, y2: int, yn: int, n2: int) -> float:
     if n == 0 or c < 2:
         return 1.0
-    p = sum(successes) / n
+    p = y / n
     if p <= 0 or p >= 1:
         return 1.0
-    v = c / (c - 1) * sum((y - p * m) ** 2 for y, m in zip(successes, sizes)) / n**2
+    # Σ(yᶜ − p nᶜ)² = Σy² − 2pΣyn + p²Σn²
+    v = c / (c - 1) * (y2 - 2 * p * yn + p * p * n2) / n**2
     return max(1.0, v / (p * (1 - p) / n))
 
 
-def _bounds(successes: Sequence[float], sizes: Sequence[float], alpha: float) -> tuple[float, float]:
-    n = float(sum(sizes))
-    p = sum(successes) / n
-    d = design_effect(successes, sizes)
-    n_eff = n / d
+def design_effect(successes: Sequence[float], sizes: Sequence[float]) -> float:
+    return _design_effect(len(sizes), sum(sizes), sum(successes), sum(y * y for y in successes),
+                          sum(y * m for y, m in zip(successes, sizes)), sum(m * m for m in sizes))
+
+
+def _bound(c: int, n: int, sums: list[int], n2: int, alpha: float, upper: bool) -> float:
+    y, y2, yn = sums
+    p = y / n
+    n_eff = n / _design_effect(c, n, y, y2, yn, n2)
     k_eff = p * n_eff
-    low = 0.0 if k_eff <= 0 else _betaincinv(k_eff, n_eff - k_eff + 1, alpha / 2)
-    high = 1.0 if k_eff >= n_eff else _betaincinv(k_eff + 1, n_eff - k_eff, 1 - alpha / 2)
-    return low, high
+    if upper:
+        return 1.0 if k_eff >= n_eff else _betaincinv(k_eff + 1, n_eff - k_eff, 1 - alpha / 2)
+    return 0.0 if k_eff <= 0 else _betaincinv(k_eff, n_eff - k_eff + 1, alpha / 2)
+
+
+def sums_interval(sums: ClusterSums, excluded: int = 0, alpha: float = ALPHA) -> RateInterval:
+    """The design-effect adjusted interval of the clusters folded into ``sums``."""
+    passed, observed, missing = sums.passed, sums.observed, sums.missing
+    rate = passed / observed if observed else None
+    if observed + missing == 0:
+        return RateInterval(passed, observed, missing, excluded, rate, None, None, METHOD, sums.clusters)
+    low = _bound(sums.clusters, sums.n, sums.low, sums.n2, alpha, upper=False)
+    high = _bound(sums.clusters, sums.n, sums.high, sums.n2, alpha, upper=True)
+    return RateInterval(passed, observed, missing, excluded, rate, low, high, METHOD, sums.clusters)
 
 
 def clustered_rate_interval(clusters: Sequence[tuple[int, int, int]], excluded: int = 0,
                             alpha: float = ALPHA) -> RateInterval:
     """``clusters``: (passed, observed, missing) per cluster."""
-    passed = sum(c[0] for c in clusters)
-    observed = sum(c[1] for c in clusters)
-    missing = sum(c[2] for c in clusters)
-    rate = passed / observed if observed else None
-    if observed + missing == 0:
-        return RateInterval(passed, observed, missing, excluded, rate, None, None, METHOD, len(clusters))
-    sizes = [o + m for _, o, m in clusters]
-    low = _bounds([p for p, _, _ in clusters], sizes, alpha)[0]
-    high = _bounds([p + m for p, _, m in clusters], sizes, alpha)[1]
-    return RateInterval(passed, observed, missing, excluded, rate, low, high, METHOD, len(clusters))
+    sums = ClusterSums()
+    for c in clusters:
+        sums.add(*c)
+    return sums_interval(sums, excluded, alpha)

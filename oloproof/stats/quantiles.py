@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from collections import Counter
+from typing import Mapping, Sequence
 
 ALPHA = 0.05
 
@@ -37,6 +38,16 @@ def sample_quantile(sorted_values: Sequence[float], q: float) -> float:
     return sorted_values[rank - 1]
 
 
+def _kth(items: list[tuple[float, int]], k: int) -> float:
+    """The k-th smallest (1-based) of the values given as sorted (value, count) pairs."""
+    seen = 0
+    for value, count in items:
+        seen += count
+        if seen >= k:
+            return value
+    raise IndexError(k)
+
+
 def order_statistic_ranks(total: int, q: float, alpha: float = ALPHA) -> tuple[int | None, int | None]:
     """1-based ranks (l, u) of the order statistics bounding the q-quantile, or None."""
     if total <= 0:
@@ -54,12 +65,15 @@ def order_statistic_ranks(total: int, q: float, alpha: float = ALPHA) -> tuple[i
     return low, high
 
 
-def quantile_interval(values: Sequence[float], missing: int, excluded: int, q: float,
+def quantile_interval(values: Sequence[float] | Mapping[float, int], missing: int, excluded: int, q: float,
                       alpha: float = ALPHA) -> QuantileInterval:
-    ordered = sorted(values)
-    n = len(ordered)
-    value = sample_quantile(ordered, q) if n else None
+    """``values``: the observed values, or a mapping value -> how many cases had it (how a run
+    keeps them: a run of any size holds one count per distinct number of steps)."""
+    counts = values if isinstance(values, Mapping) else Counter(values)
+    items = sorted(counts.items())
+    n = sum(c for _, c in items)
+    value = _kth(items, max(1, math.ceil(n * q - 1e-12))) if n else None
     l, u = order_statistic_ranks(n + missing, q, alpha)
-    low = ordered[l - missing - 1] if l is not None and l > missing else None
-    high = ordered[u - 1] if u is not None and u <= n else None
+    low = _kth(items, l - missing) if l is not None and l > missing else None
+    high = _kth(items, u) if u is not None and u <= n else None
     return QuantileInterval(value, low, high, n, missing, excluded)
