@@ -9,10 +9,10 @@ Pure: no I/O.
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
-from functools import cached_property
+from types import MappingProxyType
 from typing import Any, Iterator, Mapping, Sequence
+
+import msgspec
 
 from oloproof.errors import CorruptLogError
 from oloproof.events import (
@@ -32,8 +32,7 @@ from oloproof.events import (
 NO_STATE: Any = type("NoState", (), {"__repr__": lambda self: "NO_STATE"})()
 
 
-@dataclass(frozen=True)
-class TrajectoryView:
+class TrajectoryView(msgspec.Struct, frozen=True):
     """An ``agent_trajectory/v1`` record as stored: steps, constraints, checkpoints."""
 
     steps: Sequence[StepRecorded]
@@ -43,17 +42,16 @@ class TrajectoryView:
     constraints: Sequence[ConstraintRecorded]
     checkpoints: Sequence[CheckpointRecorded]
 
-    @cached_property
+    @property
     def calls(self) -> list[StepRecorded]:
         return [s for s in self.steps if s.kind == "tool_call"]
 
-    @cached_property
+    @property
     def tool_names(self) -> list[str]:
-        return [s.tool_name for s in self.calls]  # type: ignore[misc]
+        return [s.tool_name for s in self.steps if s.kind == "tool_call"]  # type: ignore[misc]
 
 
-@dataclass(frozen=True)
-class ReplayView:
+class ReplayView(msgspec.Struct, frozen=True):
     """One stored replay (control or fault) of a case."""
 
     started: ReplayStarted
@@ -70,8 +68,7 @@ class ReplayView:
         return self.started.kind
 
 
-@dataclass(frozen=True)
-class FaultReplays:
+class FaultReplays(msgspec.Struct, frozen=True):
     """What a fault evaluator judges: the plan, the control replay and (when the control was
     trustworthy) the fault replay. ``plan`` is a :class:`oloproof.replay.plan.Plan`."""
 
@@ -82,11 +79,10 @@ class FaultReplays:
 
 #: (tool, fault kind) -> FaultReplays
 Replays = Mapping[tuple[str, str], FaultReplays]
-NO_REPLAYS: Replays = {}
+NO_REPLAYS: Replays = MappingProxyType({})
 
 
-@dataclass(frozen=True)
-class CaseView:
+class CaseView(msgspec.Struct, frozen=True):
     """One case as recorded, with the evidence it is judged with (replays, pair source)."""
 
     case_id: str
@@ -102,11 +98,11 @@ class CaseView:
     finished: bool = False
     trajectory: TrajectoryView | None = None
     state: Any = NO_STATE
-    started: CaseStarted | None = field(default=None, repr=False, compare=False)
+    started: CaseStarted | None = None
     #: (tool, fault) -> FaultReplays: evidence, given by :meth:`with_evidence`
-    replays: Replays = field(default_factory=dict, repr=False, compare=False)
+    replays: Replays = NO_REPLAYS
     #: for a derived case ``<source>~<transform>``: the source case (evidence)
-    pair_source: "CaseView | None" = field(default=None, repr=False, compare=False)
+    pair_source: "CaseView | None" = None
 
     @property
     def cluster(self) -> str:
@@ -123,7 +119,7 @@ class CaseView:
         """This case as evaluators judge it: a new view carrying its replays and pair source."""
         if replays is self.replays and pair_source is self.pair_source:
             return self
-        return dataclasses.replace(self, replays=replays, pair_source=pair_source)
+        return msgspec.structs.replace(self, replays=replays, pair_source=pair_source)
 
 
 def fold_records(events: Sequence[Event], into: dict[str, Any]) -> Iterator[Event]:

@@ -15,10 +15,10 @@ def make(type_name, **cfg):
 
 
 def state_view(state=NO_STATE, expected=None, initial=None, error=None):
-    import dataclasses
+    import msgspec
 
-    return dataclasses.replace(view(None, expected=expected or {}, error=error), state=state,
-                               initial_state=initial)
+    return msgspec.structs.replace(view(None, expected=expected or {}, error=error), state=state,
+                                   initial_state=initial)
 
 
 INITIAL = {"orders": {"ord-001": {"status": "delivered", "amount": 40.0},

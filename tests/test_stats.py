@@ -130,3 +130,49 @@ def test_no_bound_for_tiny_samples():
     qi = quantile_interval([5], 0, 0, 0.5)
     assert (qi.value, qi.low, qi.high) == (5, None, None)
     assert quantile_interval([], 2, 0, 0.5).value is None
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_incomplete_beta_and_its_inverse_match_scipy(seed):
+    """The plain-Python beta functions every interval rests on, against scipy.special, from
+    tiny to million-case suites and with the real-valued counts of cluster intervals."""
+    import random
+
+    from scipy import special
+
+    from oloproof.stats.beta import betainc, betaincinv, binomial_cdf, binomial_sf
+
+    rng = random.Random(seed)
+    for _ in range(300):
+        n = rng.choice([1, 2, 3, 10, 40, 250, 1000, 20000, 1000000])
+        k = rng.randint(0, n)
+        if k > 0:
+            assert betaincinv(k, n - k + 1, 0.025) == pytest.approx(special.betaincinv(k, n - k + 1, 0.025), abs=2e-12)
+        if k < n:
+            assert betaincinv(k + 1, n - k, 0.975) == pytest.approx(special.betaincinv(k + 1, n - k, 0.975), abs=2e-12)
+        ne = rng.uniform(1.5, 3000)
+        ke = rng.uniform(0.01, ne - 0.5)
+        assert betaincinv(ke, ne - ke + 1, 0.025) == pytest.approx(special.betaincinv(ke, ne - ke + 1, 0.025), abs=1e-12)
+        a, b, x = rng.uniform(0.05, 2000), rng.uniform(0.05, 2000), rng.random()
+        assert betainc(a, b, x) == pytest.approx(special.betainc(a, b, x), abs=1e-11)
+        m = rng.randint(1, 3000)
+        j, p = rng.randint(-1, m + 1), rng.random()
+        assert binomial_cdf(j, m, p) == pytest.approx(stats.binom.cdf(j, m, p), abs=1e-11)
+        assert binomial_sf(j, m, p) == pytest.approx(stats.binom.sf(j, m, p), abs=1e-11)
+    assert betaincinv(3, 4, 0.0) == 0.0 and betaincinv(3, 4, 1.0) == 1.0
+    with pytest.raises(ValueError):
+        betainc(0, 1, 0.5)
+
+
+def test_a_run_imports_neither_scipy_nor_numpy():
+    import subprocess
+    import sys
+
+    code = ("import sys; from oloproof.stats import rate_interval, quantile_interval; "
+            "from oloproof.stats.clusters import clustered_rate_interval; "
+            "rate_interval(3, 10, 1); quantile_interval([1, 2, 3], 1, 0, 0.5); "
+            "clustered_rate_interval([(2, 2, 0), (0, 2, 0), (1, 2, 0)]); "
+            "import oloproof.cli.main, oloproof.app.run; "
+            "print(sorted(m for m in ('scipy', 'numpy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

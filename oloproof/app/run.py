@@ -19,6 +19,7 @@ same suite: a case already committed is read back and goes on from step 2.
 from __future__ import annotations
 
 import contextlib
+import gc
 import secrets
 import signal
 import threading
@@ -306,6 +307,9 @@ def run_suite(project: Project, system: LoadedSystem, store: EventStore, info: S
     system.factory.check_slots(executor.slots_per_process)
     driver = _Driver(project, system, store, executor, keep_cases=keep_cases, progress=progress,
                      on_case=on_case, clock=clock)
+    # what start-up built (modules, config, the system) lives as long as the run: keep the
+    # garbage collector from walking it again after every few thousand allocations
+    gc.freeze()
     # workers start before anything is written: a cluster that cannot be reached, or a
     # system that cannot be shared, leaves the log untouched
     executor.start(system.factory, system.slot)

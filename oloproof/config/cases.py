@@ -21,7 +21,7 @@ from oloproof.events import case_fingerprint
 
 
 class CaseModel(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)  # the slow path: built on first use
 
     id: str = Field(min_length=1)
     input: dict[str, Any]

@@ -46,7 +46,8 @@ def fail(reason: str) -> Verdict:
 class EvaluatorConfig(BaseModel):
     """Base of every evaluator's config model: unknown keys are errors."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # built when first used: a project pays only for the evaluator families it uses
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
     type: str
     criterion: str | None = None
 

@@ -27,10 +27,9 @@ step_index=)`` accepts exactly that value.
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 from bisect import bisect_left
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import msgspec
 
@@ -45,6 +44,9 @@ from oloproof.events import (
 )
 from oloproof.records import TERMINAL_STATUSES, AgentTrajectory, Case, validate_trajectory
 from oloproof.system import _BRANCH, _CURRENT, current_case
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = ["Branch", "CaseRecorder", "current_case", "install_task_factory"]
 
@@ -455,6 +457,8 @@ def _task_factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> 
         branch = context.run(rec.fork)
         if branch is not None:
             context.run(_BRANCH.set, branch)
+    import asyncio
+
     task = asyncio.Task(coro, loop=loop, context=context, **kwargs)
     if branch is not None:
         rec.task_started(branch, task)

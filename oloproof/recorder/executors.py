@@ -18,16 +18,18 @@ whose case overran its timeout is replaced.
 from __future__ import annotations
 
 import abc
-import asyncio
 import queue
 import threading
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from oloproof.recorder.case import install_task_factory
 from oloproof.recorder.jobs import Done, Job
 from oloproof.system import SystemFactory, SystemSlot
+
+if TYPE_CHECKING:
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
 
 #: how long past a job's own timeout an executor waits before it gives the job up for lost
 GRACE = 5.0
@@ -143,6 +145,9 @@ class ConcurrentExecutor(Executor):
         return self.n * 2
 
     def start(self, factory: SystemFactory, first_slot: SystemSlot | None = None) -> None:
+        import asyncio
+        from concurrent.futures import ThreadPoolExecutor
+
         self._factory = factory
         slots = [first_slot or factory.make_slot()]
         slots += [factory.make_slot() for _ in range(self.n - 1)]
@@ -170,11 +175,15 @@ class ConcurrentExecutor(Executor):
         self._loop.call_soon_threadsafe(self._spawn, job)
 
     def _spawn(self, job: Job) -> None:
+        import asyncio
+
         task = asyncio.ensure_future(self._run(job))  # no case is current here: not a branch
         task.add_done_callback(lambda t: t.cancelled() or t.exception() is None or
                                self._done.put(Done(job, error=t.exception())))
 
     async def _run(self, job: Job) -> None:
+        import asyncio
+
         assert self._slots is not None and self._factory is not None
         slot = await self._slots.get()
         try:
@@ -216,6 +225,8 @@ class ConcurrentExecutor(Executor):
         if loop is None:
             return
         if cancel:
+            import asyncio
+
             def stop_all() -> None:
                 for task in asyncio.all_tasks(loop):
                     task.cancel()

@@ -12,14 +12,14 @@ operator's Ctrl-C (:class:`~oloproof.errors.Interrupted`) ends a run.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import inspect
-import signal
-import threading
 import contextvars
+import signal
+import sys
+import threading
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import msgspec
 
@@ -38,6 +38,9 @@ from oloproof.recorder.case import CaseRecorder, install_task_factory
 from oloproof.recorder.jobs import JobKind
 from oloproof.records import Case
 from oloproof.system import _CURRENT, SystemSlot
+
+if TYPE_CHECKING:
+    import asyncio
 
 
 class CaseTimeout(BaseException):
@@ -78,11 +81,16 @@ def _classify(exc: BaseException, timeout: float | None) -> tuple[str, str]:
         raise exc
     if isinstance(exc, _Failed):
         return str(exc), exc.kind
-    if isinstance(exc, (CaseTimeout, asyncio.CancelledError)):
+    if isinstance(exc, CaseTimeout) or _cancelled(exc):
         return f"the case overran its timeout of {timeout:g} s", "case_timeout"
     if isinstance(exc, RecordError):
         return str(exc), "invalid_record"
     return f"{type(exc).__name__}: {exc}", "system_error"
+
+
+def _cancelled(exc: BaseException) -> bool:
+    asyncio = sys.modules.get("asyncio")  # not imported: nothing can have been cancelled
+    return asyncio is not None and isinstance(exc, asyncio.CancelledError)
 
 
 def _check_output(output: Any, what: str) -> None:
@@ -175,7 +183,7 @@ async def arecord(slot: SystemSlot, recorder: CaseRecorder, invoke: Callable[[],
                 raise CaseTimeout
         _check_output(output, what)
     except BaseException as e:
-        if isinstance(e, asyncio.CancelledError) and not timer.expired:
+        if _cancelled(e) and not timer.expired:
             raise  # cancelled from outside (the run stops): not this case's doing
         output = None
         error, kind = _classify(e, timeout)
@@ -195,6 +203,8 @@ class _Timer:
         self._handle: asyncio.TimerHandle | None = None
 
     def __enter__(self) -> "_Timer":
+        import asyncio
+
         if self.timeout is not None:
             task = asyncio.current_task()
             self._handle = asyncio.get_running_loop().call_later(self.timeout, self._expire, task)
@@ -210,6 +220,8 @@ class _Timer:
 
 
 async def _bounded(awaitable: Any, timeout: float | None) -> Any:
+    import asyncio
+
     timer = _Timer(timeout)
     try:
         with timer:
@@ -278,6 +290,8 @@ _LOOPS = threading.local()
 
 def _loop() -> asyncio.AbstractEventLoop:
     """This thread's event loop for ``async def`` systems (kept for the whole run)."""
+    import asyncio
+
     loop = getattr(_LOOPS, "loop", None)
     if loop is None or loop.is_closed():
         loop = asyncio.new_event_loop()

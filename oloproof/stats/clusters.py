@@ -27,9 +27,9 @@ METHOD = "design_effect_clopper_pearson"
 
 
 def _betaincinv(a: float, b: float, y: float) -> float:
-    from scipy.special import betaincinv
+    from oloproof.stats.beta import betaincinv
 
-    return float(betaincinv(a, b, y))
+    return betaincinv(a, b, y)
 
 
 class ClusterSums:

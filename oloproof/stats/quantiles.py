@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from collections import Counter
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 ALPHA = 0.05
 
@@ -52,17 +52,39 @@ def order_statistic_ranks(total: int, q: float, alpha: float = ALPHA) -> tuple[i
     """1-based ranks (l, u) of the order statistics bounding the q-quantile, or None."""
     if total <= 0:
         return None, None
-    import numpy as np
-    from scipy.special import bdtr, bdtrc
+    from oloproof.stats.beta import binomial_cdf, binomial_sf
 
-    j = np.arange(1, total + 1)
-    below = bdtr(j - 1, total, q)  # P(K <= j-1)
-    above = bdtrc(j - 1, total, q)  # P(K >= j)
-    ok_low = np.nonzero(below <= alpha / 2)[0]
-    ok_high = np.nonzero(above <= alpha / 2)[0]
-    low = int(j[ok_low[-1]]) if ok_low.size else None
-    high = int(j[ok_high[0]]) if ok_high.size else None
+    # P(K <= j-1) grows with j: the largest j with P(K <= j-1) <= alpha/2
+    low = _last(1, total, lambda j: binomial_cdf(j - 1, total, q) <= alpha / 2)
+    # P(K >= j) = P(K > j-1) shrinks with j: the smallest j with P(K >= j) <= alpha/2
+    high = _first(1, total, lambda j: binomial_sf(j - 1, total, q) <= alpha / 2)
     return low, high
+
+
+def _last(lo: int, hi: int, ok: Any) -> int | None:
+    """The largest j in [lo, hi] with ok(j), for ok true up to some point then false."""
+    if not ok(lo):
+        return None
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _first(lo: int, hi: int, ok: Any) -> int | None:
+    """The smallest j in [lo, hi] with ok(j), for ok false up to some point then true."""
+    if not ok(hi):
+        return None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 def quantile_interval(values: Sequence[float] | Mapping[float, int], missing: int, excluded: int, q: float,
