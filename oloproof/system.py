@@ -248,6 +248,9 @@ class SystemFactory:
     factory: Callable[[], Any] | None = None
     factory_label: str | None = None
     root: str | None = None
+    #: opaque bytes the jobs of a run share on every worker (the run's stored configuration):
+    #: sent once with the factory, not with every job
+    context: bytes = b""
 
     @property
     def one_object(self) -> bool:

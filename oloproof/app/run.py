@@ -4,7 +4,8 @@ The driver walks the suite in order and keeps an executor busy with jobs — rec
 replay a recorded one — taking their results in whatever order they finish:
 
 1. a recorded case is committed at once, its whole stream in one transaction (a crash loses
-   at most the cases in flight, never a committed one, never half a case);
+   at most the cases in flight, never a committed one, never half a case); cases that finish
+   together under a concurrent executor share that transaction, each of them whole;
 2. the replays its fault evaluators need are looked up by key; those not stored yet run as one
    replay job on the same executor, and are committed together when it returns;
 3. a derived case ``<source>~<transform>`` waits, if need be, for its source to be recorded;
@@ -19,6 +20,7 @@ same suite: a case already committed is read back and goes on from step 2.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import secrets
 import signal
@@ -29,12 +31,22 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Iterator
 
 from oloproof.app.project import LoadedSystem, Project
+from oloproof.app.jobs import JUDGE_JOB, JudgeArgs
 from oloproof.app.projections import case_rows, evaluation_key, run_row
 from oloproof.app.runs import load_run
 from oloproof.config.cases import SuiteCase, SuiteInfo
 from oloproof.errors import Interrupted, UsageError
 from oloproof.evaluate.engine import Accumulator, CaseResult, Summary
-from oloproof.events import RunFinished, RunResumed, RunStarted, decode_many, decode_stream, encode, tag_of
+from oloproof.events import (
+    RunFinished,
+    RunResumed,
+    RunStarted,
+    canonical_json,
+    decode_many,
+    decode_stream,
+    encode,
+    tag_of,
+)
 from oloproof.recorder.executors import Executor, SerialExecutor
 from oloproof.recorder.jobs import Done, Job
 from oloproof.recorder.record import CASE_JOB, CaseArgs
@@ -131,6 +143,10 @@ class _Driver:
         self.transforms = len(project.config.metamorphic.transforms) if project.config.metamorphic else 0
         self.sources: dict[str, list[Any]] = {}  # source id -> [view, derived cases still to judge]
         self.waiting: dict[str, list[tuple[CaseView, Replays]]] = {}
+        # cases that need no other evidence are judged where they ran, when that is another
+        # process: the driver then only commits and counts (see oloproof.app.jobs)
+        self.judge_remotely = executor.remote and not self.specs and not (self.transforms and self.suite.needs_pairs)
+        self.config = canonical_json(project.stored_config)
 
     # ---- the run's own stream ------------------------------------------------------------
 
@@ -205,29 +221,61 @@ class _Driver:
                     break
                 if item is not None:
                     position, sc = item  # type: ignore[misc]
-                    self._job(CASE_JOB, CaseArgs(self.run_id, position, sc))
+                    args = CaseArgs(self.run_id, position, sc)
+                    if self.judge_remotely:
+                        self._job(JUDGE_JOB, JudgeArgs(args, self.project.config_digest, self.key))
+                    else:
+                        self._job(CASE_JOB, args)
             if executor.outstanding == 0:
                 if exhausted:
                     break
                 continue
             # a bounded wait, so that Ctrl-C is handled promptly whatever the executor waits on
-            for done in executor.poll(0.25):
-                self._done(done)
+            self._handle(executor.poll(0.25))
             if self.rows.due():
                 self.store.commit((), self.rows.take())
         if self.waiting:  # a derived case whose source never came: a bug, not a case's fault
             raise RuntimeError(f"derived cases waited for sources that were never recorded: {sorted(self.waiting)}")
 
-    def _done(self, done: Done) -> None:
-        if done.error is not None:
-            raise RuntimeError(f"an Oloproof job failed: {done.error}") from done.error
-        if done.job.kind is CASE_JOB:
-            rec = done.result
-            stream = f"{self.run_id}/{rec.case_id}"
-            self.store.commit([StreamAppend(stream, 0, rec.payloads, rec.types)])
-            self._recorded(fold_case(decode_many(rec.payloads), stream), rec.payloads)
-        else:
-            self._replayed(done.job.tag, done.result)
+    def _handle(self, dones: list[Done]) -> None:
+        """Finished jobs. Recorded cases are committed first — each case whole; cases that
+        finished together (concurrent executors) share one transaction, so the driver, the
+        single writer, keeps up with many workers — then judged."""
+        appends = []
+        for done in dones:
+            if done.error is not None:
+                raise RuntimeError(f"an Oloproof job failed: {done.error}") from done.error
+            if done.job.kind is not REPLAY_JOB:
+                rec = done.result.record if done.job.kind is JUDGE_JOB else done.result
+                appends.append(StreamAppend(f"{self.run_id}/{rec.case_id}", 0, rec.payloads, rec.types))
+        if appends:
+            self.store.commit(appends)
+        for done in dones:
+            kind = done.job.kind
+            if kind is REPLAY_JOB:
+                self._replayed(done.job.tag, done.result)
+                continue
+            judged = done.result if kind is JUDGE_JOB else None
+            rec = judged.record if judged is not None else done.result
+            if judged is not None and judged.case_row is not None and judged.result is not None:
+                self._judged(judged, done.job.arg.case.position)
+            else:
+                stream = f"{self.run_id}/{rec.case_id}"
+                self._recorded(fold_case(decode_many(rec.payloads), stream), rec.payloads)
+
+    def _judged(self, judged: Any, position: int) -> None:
+        """A case judged where it ran: count it (its events are committed)."""
+        row = tuple(judged.case_row)
+        case_id, error = row[1], row[6]
+        if error is not None:
+            self.errors += 1
+            if len(self.messages) < 5:
+                self.messages.append(error if error.startswith("case ") else f"case {case_id!r}: {error}")
+        result = judged.case_result(position)
+        rows: dict[str, list[tuple]] = {"cases": [row], "evaluations": []}
+        if judged.result is not None:
+            rows["evaluations"].append((self.run_id, self.key, case_id, position, judged.result))
+        self._count(result, rows)
 
     def _recorded(self, view: CaseView, payloads: list[bytes]) -> None:
         """A case is committed: run (or find) its replays, then judge it."""
@@ -283,9 +331,12 @@ class _Driver:
                 if entry[1] <= 0:
                     del self.sources[view.cluster]
         result = self.suite.evaluate(view, replays=replays, pair_source=source)
+        self._count(result, case_rows(self.run_id, view, result, self.suite.criteria, self.key))
+
+    def _count(self, result: CaseResult, rows: dict[str, list[tuple]]) -> None:
         assert self.acc is not None
         self.acc.add(result)
-        self.rows.add(case_rows(self.run_id, view, result, self.suite.criteria, self.key))
+        self.rows.add(rows)
         if self.on_case is not None:
             self.on_case(result)
         self.judged += 1
@@ -311,8 +362,9 @@ def run_suite(project: Project, system: LoadedSystem, store: EventStore, info: S
     # garbage collector from walking it again after every few thousand allocations
     gc.freeze()
     # workers start before anything is written: a cluster that cannot be reached, or a
-    # system that cannot be shared, leaves the log untouched
-    executor.start(system.factory, system.slot)
+    # system that cannot be shared, leaves the log untouched. The run's configuration goes
+    # with the factory, for the cases its workers judge (oloproof.app.jobs).
+    executor.start(dataclasses.replace(system.factory, context=driver.config), system.slot)
     stopped = True
     try:
         if resume is None:

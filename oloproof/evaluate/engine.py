@@ -173,6 +173,7 @@ class Accumulator:
         #: known: a complete cluster is folded into sums, so memory stays flat
         self.cluster_size = cluster_size
         self._seen: dict[str, int] = {}
+        self._flat: dict[tuple, int] = {}
         n_crit = len(suite.criteria)
         self.multi = multi
         self.crit = [_Tally() for _ in range(n_crit)]
@@ -189,18 +190,14 @@ class Accumulator:
             self.sources += 1
         cluster = r.cluster or r.case_id
         key = cluster if (self.multi is None or cluster in self.multi) else None
-        kinds = [_KIND[v[0]] for v in r.verdicts]
-        for tally, t in zip(self.crit, kinds):
-            tally.add(key, t)
-        n_crit = len(kinds)
-        for j, group in enumerate(r.groups):
-            if group is None:
-                continue
-            per = self.slice_tallies.get((j, group))
-            if per is None:
-                per = self.slice_tallies[(j, group)] = [_Tally() for _ in range(n_crit)]
-            for tally, t in zip(per, kinds):
-                tally.add(key, t)
+        kinds = tuple([_KIND[v[0]] for v in r.verdicts])
+        if key is None:
+            # a case that is its own cluster only adds to counts: one count per distinct
+            # (slice groups, verdicts), spread over the rows when the summary is made
+            flat = (r.groups, kinds)
+            self._flat[flat] = self._flat.get(flat, 0) + 1
+        else:
+            self._tally(key, r.groups, kinds)
         for k, v in enumerate(r.values):
             if isinstance(v, tuple):
                 self.value_missing[k][0 if v[0] == "missing" else 1] += 1
@@ -228,7 +225,22 @@ class Accumulator:
                     for tally in per:
                         tally.close(key)
 
+    def _tally(self, key: str | None, groups: tuple, kinds: tuple, times: int = 1) -> None:
+        for tally, t in zip(self.crit, kinds):
+            tally.add(key, t, times)
+        for j, group in enumerate(groups):
+            if group is None:
+                continue
+            per = self.slice_tallies.get((j, group))
+            if per is None:
+                per = self.slice_tallies[(j, group)] = [_Tally() for _ in range(len(kinds))]
+            for tally, t in zip(per, kinds):
+                tally.add(key, t, times)
+
     def summary(self) -> Summary:
+        flat, self._flat = self._flat, {}
+        for (groups, kinds), times in flat.items():
+            self._tally(None, groups, kinds, times)
         suite = self.suite
         criteria = {name: self.crit[i].rate() for i, name in enumerate(suite.criteria)}
         metrics = [
@@ -273,20 +285,20 @@ class _Tally:
         self.excluded = 0
         self.grouped = False  # some cluster has more than one counted case
 
-    def add(self, cluster: str | None, t: int) -> None:
+    def add(self, cluster: str | None, t: int, times: int = 1) -> None:
         if t == 3:
-            self.excluded += 1
+            self.excluded += times
             return
         c = self.single if cluster is None else self.open.get(cluster)
         if c is None:
             c = self.open[cluster] = [0, 0, 0]  # type: ignore[index]
         if t == 0:
-            c[0] += 1
-            c[1] += 1
+            c[0] += times
+            c[1] += times
         elif t == 1:
-            c[1] += 1
+            c[1] += times
         else:
-            c[2] += 1
+            c[2] += times
 
     def close(self, cluster: str) -> None:
         """Every case of ``cluster`` is in: fold it into the sums and forget it."""

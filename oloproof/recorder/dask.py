@@ -31,7 +31,7 @@ from oloproof.recorder.executors import Executor
 from oloproof.recorder.jobs import Done, Job, job_kind
 from oloproof.system import SystemFactory, SystemSlot
 
-MAX_BATCH = 32
+MAX_BATCH = 128  # cases a Dask task: its scheduling costs milliseconds, a case microseconds
 DEATHS = 3  # a job alone on its task that loses its worker this often killed it
 RESULT_WAIT = 600.0  # seconds to wait for a finished task's result (recomputed if its worker died)
 
@@ -94,6 +94,8 @@ def run_batch(root: str | None, digest: str, blob: bytes, batch: bytes) -> bytes
 
 
 class DaskExecutor(Executor):
+    remote = True
+
     def __init__(self, workers: int | None = None, scheduler: str | None = None, batch: int = MAX_BATCH):
         super().__init__()
         try:
@@ -148,14 +150,19 @@ class DaskExecutor(Executor):
     def _submit(self, job: Job) -> None:
         self._pending.append((job, False))
         if len(self._pending) >= self.max_batch:
-            self._flush()
+            self._flush(partial=False)
 
-    def _flush(self) -> None:
+    def _flush(self, partial: bool = True) -> None:
+        """Send the pending jobs as batches: full ones always, a partial one only while the
+        workers would otherwise run short of work (a task costs milliseconds to schedule)."""
         while self._pending:
+            if len(self._pending) < self.max_batch and not self._pending[0][1] and \
+                    (not partial or len(self._futures) >= 2 * self._n):
+                return
             if self._pending[0][1]:
                 jobs = [self._pending.popleft()[0]]
             else:
-                size = max(1, min(self.max_batch, len(self._pending) // (2 * self._n) or 1))
+                size = max(1, min(self.max_batch, len(self._pending) // self._n))
                 jobs = []
                 while self._pending and len(jobs) < size and not self._pending[0][1]:
                     jobs.append(self._pending.popleft()[0])

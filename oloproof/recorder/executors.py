@@ -41,6 +41,8 @@ class Executor(abc.ABC):
 
     #: slots that share one process (a Stateful single object cannot be shared by several)
     slots_per_process = 1
+    #: jobs run in other processes: work done there is taken off the driver
+    remote = False
 
     def __init__(self) -> None:
         self.outstanding = 0

@@ -27,11 +27,13 @@ from typing import Any
 
 import msgspec
 
+from oloproof.errors import UsageError
 from oloproof.recorder.executors import GRACE, Executor
 from oloproof.recorder.jobs import Done, Job, job_kind
 from oloproof.system import SystemFactory, SystemSlot
 
 MAX_BATCH = 16
+STARTUP = 120.0  # seconds a new worker may take to import the project and make its slot
 
 
 def _worker_main(conn: Any, root: str | None, blob: bytes) -> None:  # pragma: no cover - child
@@ -47,12 +49,16 @@ def _worker_main(conn: Any, root: str | None, blob: bytes) -> None:  # pragma: n
         conn.send_bytes(msgspec.msgpack.encode([-1, False, f"cannot start a worker: {type(e).__name__}: {e}"]))
         return
     encode = msgspec.msgpack.encode
+    conn.send_bytes(encode([0, True, b"ready"]))
     while True:
         try:
             data = conn.recv_bytes()
         except (EOFError, OSError):
-            return
-        for ref, job_id, timeout, arg in msgspec.msgpack.decode(data):
+            os._exit(0)  # nothing inherited from the driver is finalized here
+        batch = msgspec.msgpack.decode(data)
+        if batch is None:  # the driver is done: leave (a forked worker may hold copies of the
+            os._exit(0)    # driver's pipe ends, so it would never see the pipe close)
+        for ref, job_id, timeout, arg in batch:
             kind = job_kind(ref)
             try:
                 message = [job_id, True, kind.encode_result(kind.run(slot, kind.decode_arg(arg), timeout))]
@@ -61,7 +67,7 @@ def _worker_main(conn: Any, root: str | None, blob: bytes) -> None:  # pragma: n
             try:
                 conn.send_bytes(encode(message))
             except OSError:  # the driver has gone (it stopped the run)
-                return
+                os._exit(0)
             if slot.dead:
                 slot = factory.make_slot()
 
@@ -75,8 +81,10 @@ class _Worker:
 
 
 class ProcessExecutor(Executor):
-    """N worker processes (``multiprocessing``, spawned: nothing of the driver's state, its
-    open log included, is inherited)."""
+    """N worker processes (``multiprocessing``: forked where that is safe, spawned
+    otherwise; see :func:`_start_method`)."""
+
+    remote = True
 
     def __init__(self, workers: int, batch: int = MAX_BATCH):
         super().__init__()
@@ -84,7 +92,7 @@ class ProcessExecutor(Executor):
             raise ValueError("workers must be at least 1")
         self.n = workers
         self.max_batch = max(1, batch)
-        self._ctx = multiprocessing.get_context("spawn")
+        self._ctx: Any = None
         self._workers: list[_Worker] = []
         self._pending: deque[Job] = deque()
         self._ready: list[Done] = []
@@ -98,11 +106,15 @@ class ProcessExecutor(Executor):
     def start(self, factory: SystemFactory, first_slot: SystemSlot | None = None) -> None:
         import cloudpickle
 
+        self._ctx = multiprocessing.get_context(_start_method())
         self._blob = cloudpickle.dumps(factory)
         self._root = factory.root
-        self._workers = [self._spawn() for _ in range(self.n)]
+        workers = [self._launch() for _ in range(self.n)]
+        self._workers = workers  # before waiting: close() stops them if one fails
+        for w in workers:
+            self._await_ready(w)
 
-    def _spawn(self) -> _Worker:
+    def _launch(self) -> _Worker:
         parent, child = self._ctx.Pipe(duplex=True)
         process = self._ctx.Process(target=_worker_main, args=(child, self._root, self._blob),
                                     name="oloproof-worker", daemon=True)
@@ -110,9 +122,36 @@ class ProcessExecutor(Executor):
         child.close()
         return _Worker(process, parent)
 
+    def _await_ready(self, w: _Worker) -> None:
+        """Wait for a new worker to say it has its system object; one that cannot start (the
+        system does not unpickle, the main module cannot be imported) stops the run."""
+        ready = multiprocessing.connection.wait([w.conn, w.process.sentinel], timeout=STARTUP)
+        message = None
+        if w.conn in ready or w.conn.poll():
+            try:
+                message = msgspec.msgpack.decode(w.conn.recv_bytes())
+            except (EOFError, OSError):
+                message = None
+        if message is not None and message[0] == 0:
+            return
+        if message is not None:
+            detail = message[2]
+        elif w.process.sentinel in ready or not w.process.is_alive():
+            w.process.join(timeout=5)
+            detail = f"it exited at start-up (exit code {w.process.exitcode})"
+        else:
+            detail = f"no answer in {STARTUP:g} s"
+        raise UsageError(f"--workers: a worker process could not start: {detail}. Worker processes import "
+                         "the project and the program that started oloproof: run it from the command line "
+                         "or a file, not from stdin")
+
+    def _spawn(self) -> _Worker:
+        w = self._launch()
+        self._await_ready(w)
+        return w
+
     def _submit(self, job: Job) -> None:
-        self._pending.append(job)
-        self._dispatch()
+        self._pending.append(job)  # sent when the driver polls: it submits jobs in bursts
 
     def _dispatch(self) -> None:
         for w in self._workers:
@@ -126,6 +165,7 @@ class ProcessExecutor(Executor):
                 [[j.kind.ref, j.id, j.timeout, j.kind.encode_arg(j.arg)] for j in jobs]))
 
     def _poll(self, timeout: float | None) -> list[Done]:
+        self._dispatch()
         if not self._ready:
             self._wait(timeout)
         out, self._ready = self._ready, []
@@ -200,6 +240,8 @@ class ProcessExecutor(Executor):
     def close(self, cancel: bool = False) -> None:
         for w in self._workers:
             try:
+                if not w.batch:
+                    w.conn.send_bytes(msgspec.msgpack.encode(None))
                 w.conn.close()
             except OSError:
                 pass
@@ -213,6 +255,19 @@ class ProcessExecutor(Executor):
 
     def describe(self) -> str:
         return f"{self.n} worker processes"
+
+
+def _start_method() -> str:
+    """``fork`` where it is safe — Linux, and no other thread in the driver — so that workers
+    start in milliseconds with the modules the driver already imported; ``spawn`` otherwise.
+    (A forked worker never touches the driver's open log: it only runs jobs, and leaves with
+    ``os._exit``, running no finalizer on what it inherited.)"""
+    import threading
+
+    if sys.platform.startswith("linux") and threading.active_count() == 1 and \
+            "fork" in multiprocessing.get_all_start_methods():
+        return "fork"
+    return "spawn"
 
 
 def cpu_count() -> int:

@@ -8,6 +8,7 @@ the ``events`` table, and each event carries a hash-chain digest per stream.
 from __future__ import annotations
 
 import sqlite3
+from itertools import count, repeat
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -133,6 +134,7 @@ class SQLiteStore(EventStore):
         except sqlite3.DatabaseError as e:
             raise StoreError(f"{self.path}: cannot start a write transaction ({e})") from e
         try:
+            rows_out: list[tuple] = []
             for ap in appends:
                 if ap.start == 0:
                     previous = ""
@@ -148,13 +150,11 @@ class SQLiteStore(EventStore):
                         )
                     previous = row[1]
                 digests, _ = chain(previous, ap)
-                stream, start = ap.stream, ap.start
+                stream = ap.stream
+                rows_out.extend(zip(repeat(stream), count(ap.start), ap.types, ap.payloads, digests))
+            if rows_out:  # every stream of the batch in one statement
                 conn.executemany(
-                    "INSERT INTO events (stream, seq, type, payload, digest) VALUES (?, ?, ?, ?, ?)",
-                    [
-                        (stream, start + i, t, p, d)
-                        for i, (t, p, d) in enumerate(zip(ap.types, ap.payloads, digests))
-                    ],
+                    "INSERT INTO events (stream, seq, type, payload, digest) VALUES (?, ?, ?, ?, ?)", rows_out
                 )
             for table, table_rows in (rows or {}).items():
                 cols, _ = PROJECTIONS[table]
