@@ -32,3 +32,12 @@ def test_the_two_commands_and_ci():
     ci = (Path(__file__).resolve().parents[1] / ".ci" / "run").read_text()
     assert blocks[1].strip() in ci.splitlines()  # .ci/run calls exactly the README's test command
     assert "oloproof init --example support-agent" in blocks[0] and "oloproof run" in blocks[0]
+
+
+def test_the_executor_options_timeouts_and_the_sandbox_rule_are_documented():
+    run = cli.commands["run"]
+    for option in ("--concurrency", "--workers", "--executor", "--scheduler"):
+        assert any(option in p.opts for p in run.params), option
+        assert f"oloproof run {option}" in README or f"`{option}" in README, option
+    assert "--executor dask" in README and "timeout: 30" in README and "case_timeout" in README
+    assert "worker_died" in README and "One sandbox per slot" in README and "factory: app:new_desk" in README

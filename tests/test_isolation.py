@@ -229,6 +229,7 @@ def test_one_stateful_object_is_not_shared_by_concurrent_slots(cli, tmp_path):
 
 @pytest.mark.parametrize("args,needle", [
     (["--concurrency", "0"], "--concurrency 0"),
+    (["--concurrency", "1000000"], "between 1 and 10000"),
     (["--workers", "-1"], "--workers -1"),
     (["--concurrency", "2", "--workers", "2"], "choose one of"),
     (["--executor", "serial", "--workers", "2"], "serial"),
@@ -250,3 +251,78 @@ def test_an_unreachable_scheduler_exits_2_nothing_written(cli, tmp_path):
     assert r.exit_code == 2 and "cannot reach a Dask scheduler" in r.output, r.output
     conn = sqlite3.connect(p / ".oloproof" / "log.db")
     assert conn.execute("SELECT COUNT(*) FROM events").fetchone()[0] == 0
+
+
+def _processes_in(folder):
+    """Live processes whose working folder is ``folder`` (a run's driver and its workers)."""
+    import os
+
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            if os.readlink(f"/proc/{pid}/cwd") == str(folder):
+                with open(f"/proc/{pid}/stat") as fh:
+                    if fh.read().split(")")[-1].split()[0] != "Z":  # zombies hold nothing
+                        found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_killed_driver_leaves_no_worker_behind_and_the_run_resumes(tmp_path):
+    write(tmp_path / "app.py", SLOW)
+    write(tmp_path / "oloproof.yaml", "system: {name: slow, version: '1', callable: app:run, "
+                                      "records: [agent_trajectory/v1]}\nevaluators:\n"
+                                      "  - {type: contains, criterion: answer_correct, field: answer, expected_field: answer}\n")
+    write(tmp_path / "cases.jsonl", "".join(json.dumps({"id": f"c{i:03d}", "input": {}, "expected": {"answer": "ok"}})
+                                            + "\n" for i in range(120)))
+    proc = subprocess.Popen([sys.executable, "-m", "oloproof", "run", "--workers", "2"], cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    db = tmp_path / ".oloproof" / "log.db"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            conn = sqlite3.connect(db, timeout=5)
+            n = conn.execute("SELECT COUNT(DISTINCT stream) FROM events WHERE stream LIKE '%/%'").fetchone()[0]
+            conn.close()
+            if n >= 10:
+                break
+        except sqlite3.DatabaseError:
+            pass
+        time.sleep(0.05)
+    assert len(_processes_in(tmp_path)) >= 3  # the driver and its two workers
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    deadline = time.time() + 10
+    while _processes_in(tmp_path) and time.time() < deadline:
+        time.sleep(0.1)
+    assert _processes_in(tmp_path) == []  # the workers saw their pipe close and left
+    run_id = json.loads(subprocess.run([sys.executable, "-m", "oloproof", "runs", "--json"], cwd=tmp_path,
+                                       capture_output=True, text=True).stdout)[0]["run_id"]
+    done = subprocess.run([sys.executable, "-m", "oloproof", "run", "--resume", run_id, "--workers", "2",
+                           "--json", "r.json"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "r.json").read_text())["criteria"][0]["passed"] == 120
+    assert subprocess.run([sys.executable, "-m", "oloproof", "audit", "verify"], cwd=tmp_path).returncode == 0
+
+
+@pytest.mark.parametrize("value,needle", [(".inf", "finite"), ("-1", "greater than 0"), ("0", "greater than 0"),
+                                          ("soon", "number"), (".nan", "finite")])
+def test_a_bad_timeout_is_a_located_config_error(cli, tmp_path, value, needle):
+    p = make(tmp_path, ["ok"], timeout=value)
+    r = cli("run", cwd=p)
+    assert r.exit_code == 2 and "oloproof.yaml:3" in r.output and "timeout" in r.output, r.output
+    assert needle in r.output.lower(), r.output
+    assert not (p / ".oloproof").exists()
+
+
+def test_slots_are_made_when_needed(cli, tmp_path):
+    app = APP.replace('return {"answer": "ok", "box": self.number, "pid": os.getpid()}',
+                      'return {"answer": "ok", "box": self.number, "made": len(MADE)}')
+    p = make(tmp_path, ["ok"] * 3, app=app)
+    r, v = results(cli, p, "--concurrency", "500")
+    assert r.exit_code == 0 and len(v) == 3
+    assert max(o["output"]["made"] for o in outputs(p).values()) <= 4  # not 500 system objects for 3 cases

@@ -57,6 +57,8 @@ from oloproof.store.base import EventStore, StreamAppend
 from oloproof.views import NO_REPLAYS, CaseView, Replays, fold_case, fold_replay
 
 Progress = Callable[[int, int], None]
+MAX_CONCURRENCY = 10_000  # slots in one process
+MAX_WORKERS = 1024  # worker processes (or LocalCluster workers)
 
 
 def utc_now() -> str:
@@ -395,10 +397,10 @@ def make_executor(*, concurrency: int | None = None, workers: int | None = None,
     """The executor the command line asks for (SPEC §17): ``--concurrency N`` (in-process),
     ``--workers N`` (processes), ``--executor dask`` (a LocalCluster of ``--workers`` workers)
     or ``--scheduler tcp://HOST:PORT`` (an existing Dask cluster)."""
-    if concurrency is not None and concurrency < 1:
-        raise UsageError(f"--concurrency {concurrency}: must be at least 1")
-    if workers is not None and workers < 1:
-        raise UsageError(f"--workers {workers}: must be at least 1")
+    if concurrency is not None and not 1 <= concurrency <= MAX_CONCURRENCY:
+        raise UsageError(f"--concurrency {concurrency}: must be between 1 and {MAX_CONCURRENCY}")
+    if workers is not None and not 1 <= workers <= MAX_WORKERS:
+        raise UsageError(f"--workers {workers}: must be between 1 and {MAX_WORKERS}")
     dask = executor == "dask" or scheduler is not None
     if executor not in (None, "serial", "dask"):
         raise UsageError(f"--executor {executor!r}: one of serial, dask")

@@ -268,125 +268,80 @@ class CaseRecorder:
         self._active -= 1
 
     # ---- what @tool calls ---------------------------------------------------------------
+    # A call is recorded in three moves shared by sync and async calls, and by the linear and
+    # the keyed (concurrent tasks) modes: _begin (the call step, the checkpoint before it),
+    # the call itself, _end (the result step; a model call's one decision step).
 
     def call_tool(self, name: str, fn: Callable, args: tuple, kwargs: dict, arguments: dict,
                   kind: str = "tool") -> Any:
         """Run one decorated call: a ``tool_call`` and a ``tool_result`` step (a model call,
         ``kind="model"``, is one ``decision`` step with its arguments and result)."""
-        if self._hand_built:
-            self._guard()
-        self._touched = True
-        if self._keys is not None:
-            return self._call_keyed(name, fn, args, kwargs, arguments, kind)
-        steps = self._steps
-        self._depth += 1
-        if kind == "model":
-            try:
-                result = fn(*args, **kwargs)
-            finally:
-                self._depth -= 1
-            steps.append(StepRecorded(len(steps) + 1, "decision", name, _frozen(arguments), _frozen(result)))
-            return result
+        opened = self._begin(name, arguments, kind)
         try:
-            if self._auto_checkpoints:
-                self._checkpoints.append((len(steps) + 1, _frozen(self._snapshot()), None))  # type: ignore[misc]
-            steps.append(StepRecorded(len(steps) + 1, "tool_call", name, _frozen(arguments)))
-            try:
-                result = fn(*args, **kwargs)
-            except Exception as exc:
-                steps.append(StepRecorded(len(steps) + 1, "tool_result", name, None, _error_result(exc),
-                                          raised=True))
-                raise
-        finally:
-            self._depth -= 1
-        steps.append(StepRecorded(len(steps) + 1, "tool_result", name, None, _frozen(result)))
+            result = fn(*args, **kwargs)
+        except BaseException as exc:
+            self._end(opened, name, arguments, kind, None, exc)
+            raise
+        self._end(opened, name, arguments, kind, result)
         return result
 
     async def acall_tool(self, name: str, fn: Callable, args: tuple, kwargs: dict, arguments: dict,
                          kind: str = "tool") -> Any:
         """:meth:`call_tool` for an ``async def`` tool or model call: the same steps."""
+        opened = self._begin(name, arguments, kind)
+        try:
+            result = await fn(*args, **kwargs)
+        except BaseException as exc:
+            self._end(opened, name, arguments, kind, None, exc)
+            raise
+        self._end(opened, name, arguments, kind, result)
+        return result
+
+    def _begin(self, name: str, arguments: dict, kind: str) -> Any:
         if self._hand_built:
             self._guard()
         self._touched = True
         if self._keys is not None:
-            return await self._acall_keyed(name, fn, args, kwargs, arguments, kind)
-        steps = self._steps
-        self._depth += 1
-        if kind == "model":
-            try:
-                result = await fn(*args, **kwargs)
-            finally:
-                self._depth -= 1
-            steps.append(StepRecorded(len(steps) + 1, "decision", name, _frozen(arguments), _frozen(result)))
-            return result
-        try:
+            entry = self._branch().tick()
+            if kind != "model":
+                if self._quiet():
+                    self._checkpoints.append((entry + (0,), _frozen(self._snapshot()), None))  # type: ignore[misc]
+                self._add(entry + (0,), entry, StepRecorded(0, "tool_call", name, _frozen(arguments)))
+            # what the tool itself does belongs to the call: its own branch
+            return entry, _BRANCH.set(Branch(entry + (1,), in_call=True))
+        if kind != "model":
+            steps = self._steps
             if self._auto_checkpoints:
                 self._checkpoints.append((len(steps) + 1, _frozen(self._snapshot()), None))  # type: ignore[misc]
             steps.append(StepRecorded(len(steps) + 1, "tool_call", name, _frozen(arguments)))
-            try:
-                result = await fn(*args, **kwargs)
-            except Exception as exc:
-                steps.append(StepRecorded(len(steps) + 1, "tool_result", name, None, _error_result(exc),
-                                          raised=True))
-                raise
-        finally:
+        self._depth += 1
+        return None
+
+    def _end(self, opened: Any, name: str, arguments: dict, kind: str, result: Any,
+             raised: BaseException | None = None) -> None:
+        """Record how the call ended. An exception is the error result (and re-raised by the
+        caller); anything else that is not an Exception (a cancellation, an exit) records no
+        result, and the call stays open in the record."""
+        if opened is None:
             self._depth -= 1
-        steps.append(StepRecorded(len(steps) + 1, "tool_result", name, None, _frozen(result)))
-        return result
-
-    # keyed mode: an entry (call, what the tool called, result) at its place in the tree
-
-    def _open(self, name: str, arguments: dict, kind: str) -> tuple[tuple, Any]:
-        entry = self._branch().tick()
-        if kind != "model":
-            if self._quiet():
-                self._checkpoints.append((entry + (0,), _frozen(self._snapshot()), None))  # type: ignore[misc]
-            self._add(entry + (0,), entry, StepRecorded(0, "tool_call", name, _frozen(arguments)))
-        return entry, _BRANCH.set(Branch(entry + (1,), in_call=True))
-
-    def _close(self, entry: tuple, name: str, arguments: dict, kind: str, result: Any,
-               raised: BaseException | None = None) -> None:
-        if kind == "model":
-            self._add(entry + (2,), entry, StepRecorded(0, "decision", name, _frozen(arguments), _frozen(result)))
-        elif raised is not None:
-            self._add(entry + (2,), entry, StepRecorded(0, "tool_result", name, None, _error_result(raised),
-                                                        raised=True))
         else:
-            self._add(entry + (2,), entry, StepRecorded(0, "tool_result", name, None, _frozen(result)))
-
-    def _call_keyed(self, name: str, fn: Callable, args: tuple, kwargs: dict, arguments: dict,
-                    kind: str) -> Any:
-        entry, token = self._open(name, arguments, kind)
-        try:
-            result = fn(*args, **kwargs)
-        except Exception as exc:
-            _BRANCH.reset(token)
-            token = None
-            if kind != "model":
-                self._close(entry, name, arguments, kind, None, exc)
-            raise
-        finally:
-            if token is not None:
-                _BRANCH.reset(token)
-        self._close(entry, name, arguments, kind, result)
-        return result
-
-    async def _acall_keyed(self, name: str, fn: Callable, args: tuple, kwargs: dict, arguments: dict,
-                           kind: str) -> Any:
-        entry, token = self._open(name, arguments, kind)
-        try:
-            result = await fn(*args, **kwargs)
-        except Exception as exc:
-            _BRANCH.reset(token)
-            token = None
-            if kind != "model":
-                self._close(entry, name, arguments, kind, None, exc)
-            raise
-        finally:
-            if token is not None:
-                _BRANCH.reset(token)
-        self._close(entry, name, arguments, kind, result)
-        return result
+            _BRANCH.reset(opened[1])
+        if raised is not None and not isinstance(raised, Exception):
+            return
+        if kind == "model":
+            if raised is not None:
+                return
+            step = StepRecorded(0, "decision", name, _frozen(arguments), _frozen(result))
+        elif raised is not None:
+            step = StepRecorded(0, "tool_result", name, None, _error_result(raised), raised=True)
+        else:
+            step = StepRecorded(0, "tool_result", name, None, _frozen(result))
+        if opened is None:
+            steps = self._steps
+            steps.append(_replace(step, index=len(steps) + 1))
+        else:
+            entry = opened[0]
+            self._add(entry + (2,), entry, step)
 
     # ---- what the runner reads ----------------------------------------------------------
 

@@ -125,19 +125,23 @@ class DaskExecutor(Executor):
         blob = cloudpickle.dumps(factory)
         self._digest = hashlib.sha256(blob).hexdigest()
         self._root = factory.root
+        # Dask's low-level message log keeps the last thousand messages — our batches of cases
+        # among them — in the driver: off, so that a run's memory stays flat
+        quiet = {"distributed.admin.low-level-log-length": 0}
         if self.scheduler:
             try:
-                self._client = Client(self.scheduler, timeout="5s")
+                with dask.config.set(quiet):
+                    self._client = Client(self.scheduler, timeout="5s")
             except (OSError, TimeoutError) as e:
                 raise UsageError(f"--scheduler {self.scheduler}: cannot reach a Dask scheduler ({e})") from e
         else:
             # a worker that dies fails its task at once: the case it ran is recorded as
             # worker_died instead of killing three more workers on retries
-            with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+            with dask.config.set({**quiet, "distributed.scheduler.allowed-failures": 0}):
                 self._cluster = LocalCluster(n_workers=self.workers or 2, threads_per_worker=1,
                                              processes=True, dashboard_address=":0",
                                              silence_logs=logging.ERROR)
-            self._client = Client(self._cluster)
+                self._client = Client(self._cluster)
         info = self._client.scheduler_info()
         threads = sum(w.get("nthreads", 1) for w in info.get("workers", {}).values()) or 1
         self._n = threads

@@ -151,8 +151,8 @@ class ConcurrentExecutor(Executor):
         from concurrent.futures import ThreadPoolExecutor
 
         self._factory = factory
-        slots = [first_slot or factory.make_slot()]
-        slots += [factory.make_slot() for _ in range(self.n - 1)]
+        slots = [first_slot or factory.make_slot()]  # the others are made when first needed
+        self._made = 1
         self._async = slots[0].is_async
         loop = self._loop = asyncio.new_event_loop()
         install_task_factory(loop)
@@ -187,7 +187,11 @@ class ConcurrentExecutor(Executor):
         import asyncio
 
         assert self._slots is not None and self._factory is not None
-        slot = await self._slots.get()
+        if self._slots.empty() and self._made < self.n:
+            self._made += 1
+            slot = self._factory.make_slot()
+        else:
+            slot = await self._slots.get()
         try:
             if self._async:
                 inner = asyncio.ensure_future(job.kind.arun(slot, job.arg, job.timeout))

@@ -36,8 +36,13 @@ MAX_BATCH = 16
 STARTUP = 120.0  # seconds a new worker may take to import the project and make its slot
 
 
-def _worker_main(conn: Any, root: str | None, blob: bytes) -> None:  # pragma: no cover - child
+def _worker_main(conn: Any, root: str | None, blob: bytes, inherited: tuple[int, ...] = ()) -> None:  # pragma: no cover - child
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver handles Ctrl-C and stops us
+    for fd in inherited:  # a forked worker's copies of the driver's pipe ends: without them, the
+        try:              # worker sees its pipe close when the driver dies, however it dies
+            os.close(fd)
+        except OSError:
+            pass
     if root and root not in sys.path:
         sys.path.insert(0, root)
     import cloudpickle
@@ -109,14 +114,18 @@ class ProcessExecutor(Executor):
         self._ctx = multiprocessing.get_context(_start_method())
         self._blob = cloudpickle.dumps(factory)
         self._root = factory.root
-        workers = [self._launch() for _ in range(self.n)]
-        self._workers = workers  # before waiting: close() stops them if one fails
-        for w in workers:
+        self._workers = []
+        for _ in range(self.n):
+            self._workers.append(self._launch())  # in the list at once: close() stops them if one fails
+        for w in list(self._workers):
             self._await_ready(w)
 
     def _launch(self) -> _Worker:
         parent, child = self._ctx.Pipe(duplex=True)
-        process = self._ctx.Process(target=_worker_main, args=(child, self._root, self._blob),
+        inherited: tuple[int, ...] = ()
+        if self._ctx.get_start_method() == "fork":
+            inherited = tuple(w.conn.fileno() for w in self._workers if not w.conn.closed) + (parent.fileno(),)
+        process = self._ctx.Process(target=_worker_main, args=(child, self._root, self._blob, inherited),
                                     name="oloproof-worker", daemon=True)
         process.start()
         child.close()
