@@ -11,30 +11,22 @@ driver), and the growth per case between the two sizes.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE = ROOT / "examples" / "stateful_agent"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from suites import scaled_example  # noqa: E402
+
 EXECUTORS = {"serial": [], "concurrent": ["--concurrency", "4"], "workers": ["--workers", "2"],
              "dask": ["--executor", "dask", "--workers", "2"]}
 REPLAYS = "  - {type: fault_recovery, tool: issue_refund, fault: error, escalate_tools: [escalate_to_human]}\n"
 
 
 def make_suite(folder: Path, n: int, replays: bool) -> Path:
-    shutil.copytree(EXAMPLE, folder, ignore=shutil.ignore_patterns("__pycache__", ".oloproof"))
-    base = [json.loads(line) for line in (EXAMPLE / "cases.jsonl").read_text().splitlines() if line.strip()]
-    with open(folder / "cases.jsonl", "w") as fh:
-        for i in range(n):
-            case = dict(base[i % len(base)])
-            case["id"] = f"{case['id']}-{i:06d}"
-            case["input"] = {**case["input"], "copy": i}
-            fh.write(json.dumps(case) + "\n")
+    scaled_example("stateful_agent", folder, n)
     config = (folder / "oloproof.yaml").read_text().replace("validity_labels: labels/injected.jsonl, ", "")
     if not replays:
         config = config.replace(REPLAYS, "")
@@ -69,7 +61,6 @@ def main() -> None:
                 rows = []
                 for n in sizes:
                     folder = make_suite(tmp / f"{name}-{n}-{replays}", n, replays)
-                    t0 = time.perf_counter()
                     dt, rss = peak([sys.executable, "-m", "oloproof", "run", "--durability", "normal",
                                     *EXECUTORS[name]], folder)
                     rows.append((n, rss, dt))

@@ -10,7 +10,6 @@ overhead beyond the process pool's.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import statistics
 import subprocess
@@ -19,21 +18,13 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE = ROOT / "examples" / "support_agent"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from suites import scaled_example  # noqa: E402
 
 
 def make_suite(folder: Path, n: int) -> Path:
     """The example, its 40 requests repeated (each copy a distinct case) up to ``n`` cases."""
-    shutil.copytree(EXAMPLE, folder, ignore=shutil.ignore_patterns("__pycache__", ".oloproof"))
-    base = [json.loads(line) for line in (EXAMPLE / "cases.jsonl").read_text().splitlines() if line.strip()]
-    with open(folder / "cases.jsonl", "w") as fh:
-        for i in range(n):
-            case = dict(base[i % len(base)])
-            case["id"] = f"{case['id']}-{i:06d}"
-            case["input"] = {**case["input"], "copy": i}
-            fh.write(json.dumps(case) + "\n")
-    return folder
+    return scaled_example("support_agent", folder, n)
 
 
 def timed(cmd: list[str], cwd: Path) -> float:

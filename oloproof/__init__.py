@@ -5,8 +5,14 @@ what ``__all__`` lists; everything else is private and may change.
 """
 
 from oloproof.errors import OloproofError
+from oloproof.records import (
+    AgentCheckpoint,
+    AgentConstraintCheck,
+    AgentStep,
+    AgentTrajectory,
+    Case,
+)
 from oloproof.system import Replayable, Stateful, current_case, system, tool
-from oloproof.records import AgentCheckpoint, AgentConstraintCheck, AgentStep, AgentTrajectory, Case
 
 __version__ = "0.1.0"
 

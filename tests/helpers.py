@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from oloproof.views import CaseView, TrajectoryView
 from oloproof.events import ConstraintRecorded, StepRecorded
+from oloproof.views import CaseView, TrajectoryView
 
 
 def calls(*spec: Any, truncated: bool = False, constraints: tuple = (), status: str = "success"):

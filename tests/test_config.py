@@ -2,8 +2,8 @@
 
 import pytest
 
-from oloproof.errors import ConfigError
 from oloproof.app.project import load_project, load_system
+from oloproof.errors import ConfigError
 from tests.conftest import write
 
 GOOD = """\

@@ -148,10 +148,10 @@ def test_third_party_evaluators_load_from_entry_points(tmp_path, monkeypatch):
     import importlib.metadata
     import sys
 
-    from oloproof.evaluate.base import REGISTRY
-    from oloproof.evaluate.engine import build_suite
     from oloproof.config.locate import Locator
     from oloproof.config.models import ProjectConfig
+    from oloproof.evaluate.base import REGISTRY
+    from oloproof.evaluate.engine import build_suite
 
     (tmp_path / "myplugin.py").write_text(
         "from oloproof.evaluate import Evaluator, evaluator\n"

@@ -3,12 +3,11 @@
 import json
 import shutil
 
-
 from oloproof.evaluate.base import registry
 from oloproof.evaluate.multiagent import handoffs, route
 from oloproof.evaluate.slices import Slice
-from oloproof.views import TrajectoryView
 from oloproof.events import StepRecorded
+from oloproof.views import TrajectoryView
 from tests.conftest import EXAMPLES, write
 from tests.helpers import view
 

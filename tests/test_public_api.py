@@ -21,7 +21,12 @@ def test_import_is_light():
 
 
 def test_pinned_signatures():
-    from oloproof import AgentCheckpoint, AgentConstraintCheck, AgentStep, AgentTrajectory
+    from oloproof import (
+        AgentCheckpoint,
+        AgentConstraintCheck,
+        AgentStep,
+        AgentTrajectory,
+    )
 
     s = AgentStep(1, "tool_call", tool_name="t", arguments={"a": 1})
     assert (s.index, s.kind, s.tool_name, s.arguments, s.result, s.agent, s.to_agent) == \

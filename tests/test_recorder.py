@@ -1,7 +1,14 @@
 import msgspec
 import pytest
 
-from oloproof import AgentConstraintCheck, AgentStep, AgentTrajectory, Case, current_case, tool
+from oloproof import (
+    AgentConstraintCheck,
+    AgentStep,
+    AgentTrajectory,
+    Case,
+    current_case,
+    tool,
+)
 from oloproof.errors import RecordError
 from oloproof.events import encode
 from oloproof.recorder.case import CaseRecorder

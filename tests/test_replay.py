@@ -303,8 +303,8 @@ def run(case):
 def test_a_tool_that_raised_raises_again_from_the_tape():
     from oloproof import Case, tool
     from oloproof.events import StepRecorded
-    from oloproof.system import _CURRENT
     from oloproof.replay.tape import ReplayedToolError, TapeRecorder
+    from oloproof.system import _CURRENT
 
     calls = []
 

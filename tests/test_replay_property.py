@@ -5,15 +5,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from oloproof import Case, Stateful, current_case, tool
-from oloproof.views import fold_case
 from oloproof.events import CaseStarted, ReplayStarted, decode_many, encode
 from oloproof.recorder.case import CaseRecorder
-from oloproof.system import _CURRENT
 from oloproof.replay.engine import run_replay
 from oloproof.replay.fidelity import compare
 from oloproof.replay.plan import Plan, change_for
-from oloproof.system import SystemFactory
-from oloproof.views import fold_replay
+from oloproof.system import _CURRENT, SystemFactory
+from oloproof.views import fold_case, fold_replay
 
 
 class Counter(Stateful):

@@ -4,7 +4,14 @@ import pytest
 from pydantic import ValidationError
 
 from oloproof.evaluate.base import registry
-from oloproof.evaluate.paths import ABSENT, PathError, equal, format_path, parse_path, resolve
+from oloproof.evaluate.paths import (
+    ABSENT,
+    PathError,
+    equal,
+    format_path,
+    parse_path,
+    resolve,
+)
 from oloproof.views import NO_STATE
 from tests.helpers import view
 

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from oloproof.errors import ConfigError
 from oloproof.app.project import load_project
+from oloproof.errors import ConfigError
 from tests.conftest import EXAMPLES, write
 
 CONFIG = """\
@@ -175,8 +175,8 @@ def test_fingerprint_is_stored_and_covers_initial_state(cli, tmp_path):
              {"id": "b", "input": {"writes": {"x": 1}}, "initial_state": {"b": 1}}]
     p = project(tmp_path, cases)
     run_json(cli, p)
-    from oloproof.events import case_fingerprint
     from oloproof.app.runs import case_view, latest_run_id
+    from oloproof.events import case_fingerprint
     from oloproof.store import SQLiteStore
 
     store = SQLiteStore(p / ".oloproof" / "log.db")

@@ -6,7 +6,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from oloproof.stats import clopper_pearson, quantile_interval, rate_interval, round_outward
+from oloproof.stats import (
+    clopper_pearson,
+    quantile_interval,
+    rate_interval,
+    round_outward,
+)
 
 
 def reference_cp(k, n, alpha=0.05):

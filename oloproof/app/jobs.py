@@ -11,16 +11,22 @@ and its result (the ``evaluations`` row's JSON), and judges nothing again.
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from oloproof.app.projections import case_rows
-from typing import Any
-
 from oloproof.evaluate.engine import CaseResult, SuiteEvaluation
 from oloproof.evaluate.state import PathCheck
 from oloproof.events import decode_many
 from oloproof.recorder.jobs import JobKind
-from oloproof.recorder.record import CaseArgs, CaseRecord, arecord_case, failed_case, record_case
+from oloproof.recorder.record import (
+    CaseArgs,
+    CaseRecord,
+    arecord_case,
+    failed_case,
+    record_case,
+)
 from oloproof.system import SystemSlot
 from oloproof.views import NO_REPLAYS, fold_case
 

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from oloproof.config.cases import CaseFile, SuiteInfo
-from oloproof.config.metamorphic import Suite, load_labels
 from oloproof.config.locate import Locator
+from oloproof.config.metamorphic import Suite, load_labels
 from oloproof.config.models import (
     ProjectConfig,
     ReleaseConfig,

@@ -14,6 +14,7 @@ from oloproof.app.runs import iter_case_views, load_run
 from oloproof.config.locate import did_you_mean
 from oloproof.errors import UsageError
 from oloproof.evaluate.engine import SuiteEvaluation
+from oloproof.events import decode_many
 from oloproof.recorder.executors import Executor, SerialExecutor
 from oloproof.recorder.jobs import Job
 from oloproof.replay.cache import ReplayCache
@@ -22,7 +23,6 @@ from oloproof.replay.faults import FAULT_KINDS
 from oloproof.replay.fidelity import after_fault, compare
 from oloproof.replay.plan import FaultSpec, Needed, Plan, plan_fault
 from oloproof.store.base import EventStore, StreamAppend
-from oloproof.events import decode_many
 from oloproof.views import CaseView, fold_replay
 
 

@@ -10,7 +10,13 @@ from typing import Any, Iterator
 from oloproof.app.evidence import RunEvidence, evaluate_run
 from oloproof.app.project import suite_from_stored
 from oloproof.app.projections import run_eval_key
-from oloproof.app.runs import StoredRun, case_view, find_case_view, iter_case_views, load_run
+from oloproof.app.runs import (
+    StoredRun,
+    case_view,
+    find_case_view,
+    iter_case_views,
+    load_run,
+)
 from oloproof.evaluate.engine import CaseResult, SuiteEvaluation, Summary
 from oloproof.replay.cache import all_replays, replays_of_case
 from oloproof.store.base import EventStore

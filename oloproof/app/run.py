@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterator
 
-from oloproof.app.project import LoadedSystem, Project
 from oloproof.app.jobs import JUDGE_JOB, JudgeArgs
+from oloproof.app.project import LoadedSystem, Project
 from oloproof.app.projections import case_rows, evaluation_key, run_row
 from oloproof.app.runs import load_run
 from oloproof.config.cases import SuiteCase, SuiteInfo

@@ -4,7 +4,14 @@ import sys
 
 import click
 
-from oloproof.cli.common import DB_HELP, console, handled, open_log, resolve_run, write_json
+from oloproof.cli.common import (
+    DB_HELP,
+    console,
+    handled,
+    open_log,
+    resolve_run,
+    write_json,
+)
 
 
 @click.command("eval")

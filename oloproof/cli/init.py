@@ -4,8 +4,8 @@ from pathlib import Path
 
 import click
 
-from oloproof.cli.common import handled
 from oloproof.app.examples import EXAMPLES, copy_example
+from oloproof.cli.common import handled
 
 
 @click.command("init")

@@ -5,7 +5,18 @@ from __future__ import annotations
 import click
 
 from oloproof import __version__
-from oloproof.cli import audit, evaluate, export, gate, init, replay, run, runs, show, view
+from oloproof.cli import (
+    audit,
+    evaluate,
+    export,
+    gate,
+    init,
+    replay,
+    run,
+    runs,
+    show,
+    view,
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -5,7 +5,14 @@ from typing import Any
 
 import click
 
-from oloproof.cli.common import DB_HELP, console, handled, open_log, resolve_run, write_json
+from oloproof.cli.common import (
+    DB_HELP,
+    console,
+    handled,
+    open_log,
+    resolve_run,
+    write_json,
+)
 from oloproof.cli.run import executor_options
 
 

@@ -51,10 +51,9 @@ def command(json_path: str | None, db: str | None, resume: str | None, durabilit
       oloproof run --concurrency 50 --json results.json
     """
     from oloproof.app.project import load_project, load_system
-    from oloproof.report.results import ResultsFile
     from oloproof.app.run import interruptible, make_executor, run_suite
     from oloproof.errors import Interrupted
-    from oloproof.report.results import results_dict
+    from oloproof.report.results import ResultsFile, results_dict
     from oloproof.report.terminal import summary_view
 
     with interruptible():  # Ctrl-C stops the command, whatever it is doing (an import included)
@@ -104,8 +103,15 @@ class _progress:
     def __enter__(self) -> Any:
         if not self.out.is_terminal:
             return None
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn,
-                                   TextColumn, TimeElapsedColumn, TimeRemainingColumn)
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TaskProgressColumn,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
         self.bar = Progress(TextColumn("cases"), BarColumn(), MofNCompleteColumn(), TaskProgressColumn(),
                             TextColumn("[progress.data.speed]{task.fields[rate]}"),

@@ -19,11 +19,12 @@ def command(run: str, case: str | None, db: str | None) -> None:
     """
     from rich.text import Text
 
+    from oloproof.app.project import suite_from_stored
     from oloproof.app.reports import case_panel, run_report
     from oloproof.app.runs import load_run
-    from oloproof.app.project import suite_from_stored
     from oloproof.report.panel import replay_rows
-    from oloproof.report.terminal import case_panel as panel_view, pair_table, replays_table, summary_view
+    from oloproof.report.terminal import case_panel as panel_view
+    from oloproof.report.terminal import pair_table, replays_table, summary_view
 
     out = console()
     store = open_log(db)

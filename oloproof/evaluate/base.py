@@ -11,8 +11,8 @@ from typing import Callable, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
-from oloproof.views import CaseView
 from oloproof.records import AGENT_TRAJECTORY_V1
+from oloproof.views import CaseView
 
 Verdict = tuple[str, "str | None"]
 
@@ -116,7 +116,14 @@ def load_entry_points() -> None:
 
 def registry() -> dict[str, type[Evaluator]]:
     # Built-in families register on import.
-    from oloproof.evaluate import fault, metamorphic, multiagent, output, state, trajectory  # noqa: F401
+    from oloproof.evaluate import (  # noqa: F401
+        fault,
+        metamorphic,
+        multiagent,
+        output,
+        state,
+        trajectory,
+    )
 
     return REGISTRY
 

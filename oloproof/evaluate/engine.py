@@ -21,10 +21,10 @@ from oloproof.evaluate.base import Evaluator, Verdict, registry
 from oloproof.evaluate.gate import GateResult, judge_gate
 from oloproof.evaluate.metrics import QuantileMetric
 from oloproof.evaluate.slices import Slice, SliceSpecError
-from oloproof.views import CaseView, Replays
 from oloproof.records import AGENT_TRAJECTORY_V1
 from oloproof.stats.intervals import RateInterval, rate_interval
 from oloproof.stats.quantiles import QuantileInterval, quantile_interval
+from oloproof.views import CaseView, Replays
 
 
 @dataclass(frozen=True)

@@ -24,10 +24,18 @@ from typing import Literal
 
 from pydantic import Field
 
-from oloproof.evaluate.base import PASS, Evaluator, EvaluatorConfig, Verdict, evaluator, fail, missing
+from oloproof.evaluate.base import (
+    PASS,
+    Evaluator,
+    EvaluatorConfig,
+    Verdict,
+    evaluator,
+    fail,
+    missing,
+)
 from oloproof.evaluate.paths import ABSENT, equal, walk_leaves
-from oloproof.views import NO_STATE, CaseView
 from oloproof.records import AGENT_TRAJECTORY_V1
+from oloproof.views import NO_STATE, CaseView
 
 
 class FaultRecoveryConfig(EvaluatorConfig):

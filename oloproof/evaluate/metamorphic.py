@@ -18,10 +18,19 @@ from typing import Literal
 
 from pydantic import Field
 
-from oloproof.evaluate.base import FAIL, PASS, Evaluator, EvaluatorConfig, Verdict, evaluator, excluded, missing
-from oloproof.views import NO_STATE, CaseView
+from oloproof.evaluate.base import (
+    FAIL,
+    PASS,
+    Evaluator,
+    EvaluatorConfig,
+    Verdict,
+    evaluator,
+    excluded,
+    missing,
+)
 from oloproof.events import canonical_json
 from oloproof.records import AGENT_TRAJECTORY_V1, ENVIRONMENT_STATE_V1
+from oloproof.views import NO_STATE, CaseView
 
 
 class RelationConfig(EvaluatorConfig):

@@ -11,7 +11,15 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from oloproof.evaluate.base import FAIL, PASS, EvaluatorConfig, Verdict, evaluator, excluded, missing
+from oloproof.evaluate.base import (
+    FAIL,
+    PASS,
+    EvaluatorConfig,
+    Verdict,
+    evaluator,
+    excluded,
+    missing,
+)
 from oloproof.evaluate.trajectory import TRUNCATED, TrajectoryEvaluator
 from oloproof.views import CaseView, TrajectoryView
 

@@ -6,7 +6,15 @@ from typing import Any
 
 from pydantic import Field
 
-from oloproof.evaluate.base import FAIL, PASS, Evaluator, EvaluatorConfig, Verdict, evaluator, excluded
+from oloproof.evaluate.base import (
+    FAIL,
+    PASS,
+    Evaluator,
+    EvaluatorConfig,
+    Verdict,
+    evaluator,
+    excluded,
+)
 from oloproof.views import CaseView
 
 

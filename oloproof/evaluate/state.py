@@ -14,7 +14,16 @@ from typing import Any, Literal
 import msgspec
 from pydantic import Field, field_validator
 
-from oloproof.evaluate.base import FAIL, PASS, Evaluator, EvaluatorConfig, Verdict, evaluator, excluded, missing
+from oloproof.evaluate.base import (
+    FAIL,
+    PASS,
+    Evaluator,
+    EvaluatorConfig,
+    Verdict,
+    evaluator,
+    excluded,
+    missing,
+)
 from oloproof.evaluate.paths import (
     ABSENT,
     Path,
@@ -26,8 +35,8 @@ from oloproof.evaluate.paths import (
     resolve,
     walk_leaves,
 )
-from oloproof.views import NO_STATE, CaseView
 from oloproof.records import ENVIRONMENT_STATE_V1
+from oloproof.views import NO_STATE, CaseView
 
 
 class PathCheck(msgspec.Struct, frozen=True, omit_defaults=True):

@@ -13,10 +13,19 @@ from typing import Any
 
 from pydantic import Field
 
-from oloproof.evaluate.base import FAIL, PASS, Evaluator, EvaluatorConfig, Verdict, evaluator, excluded, missing
-from oloproof.views import CaseView, TrajectoryView
+from oloproof.evaluate.base import (
+    FAIL,
+    PASS,
+    Evaluator,
+    EvaluatorConfig,
+    Verdict,
+    evaluator,
+    excluded,
+    missing,
+)
 from oloproof.events import canonical_json
 from oloproof.records import AGENT_TRAJECTORY_V1
+from oloproof.views import CaseView, TrajectoryView
 
 TRUNCATED = missing("truncated")
 NO_DECLARED_TOOLS = excluded("no_declared_tools")

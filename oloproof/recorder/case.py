@@ -42,7 +42,12 @@ from oloproof.events import (
     TrajectoryRecorded,
     encode,
 )
-from oloproof.records import TERMINAL_STATUSES, AgentTrajectory, Case, validate_trajectory
+from oloproof.records import (
+    TERMINAL_STATUSES,
+    AgentTrajectory,
+    Case,
+    validate_trajectory,
+)
 from oloproof.system import _BRANCH, _CURRENT, current_case
 
 if TYPE_CHECKING:

@@ -12,9 +12,9 @@ operator's Ctrl-C (:class:`~oloproof.errors.Interrupted`) ends a run.
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import inspect
-import contextvars
 import signal
 import sys
 import threading

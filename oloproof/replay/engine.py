@@ -19,7 +19,13 @@ from oloproof.events import ReplayFinished, ReplayStarted, decode_stream, encode
 from oloproof.recorder.case import CaseRecorder
 from oloproof.recorder.jobs import JobKind
 from oloproof.recorder.record import Recording, arecord, record
-from oloproof.records import AgentCheckpoint, AgentConstraintCheck, AgentStep, AgentTrajectory, Case
+from oloproof.records import (
+    AgentCheckpoint,
+    AgentConstraintCheck,
+    AgentStep,
+    AgentTrajectory,
+    Case,
+)
 from oloproof.replay.plan import FaultSpec, Needed, Plan, replay_plan
 from oloproof.replay.tape import TapeRecorder
 from oloproof.system import SystemSlot

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from oloproof.views import NO_STATE, CaseView, TrajectoryView
 from oloproof.events import StepRecorded, canonical_json
+from oloproof.views import NO_STATE, CaseView, TrajectoryView
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ from typing import Any, Iterable
 import msgspec
 
 from oloproof.evaluate.engine import CaseResult, SuiteEvaluation
-from oloproof.views import NO_STATE, CaseView
 from oloproof.events import canonical_json
+from oloproof.views import NO_STATE, CaseView
 
 CHUNK = 100
 

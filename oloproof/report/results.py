@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from oloproof.evaluate.engine import CaseResult, Summary, SuiteEvaluation
+from oloproof.evaluate.engine import CaseResult, SuiteEvaluation, Summary
 
 
 def _num(x: float | None) -> float | None:

@@ -10,8 +10,8 @@ from rich.table import Table
 from rich.text import Text
 
 from oloproof.evaluate.engine import Summary
-from oloproof.views import NO_STATE, CaseView
 from oloproof.stats.intervals import RateInterval, round_outward
+from oloproof.views import NO_STATE, CaseView
 
 
 def pct(x: float | None) -> str:

@@ -15,8 +15,8 @@ interval [X(l), X(u)] over N = n + m values with binomial coverage ≥ 1 - alpha
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 ALPHA = 0.05

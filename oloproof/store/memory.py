@@ -6,7 +6,14 @@ import copy
 from typing import Iterator, Sequence
 
 from oloproof.errors import DuplicateEventError
-from oloproof.store.base import PROJECTIONS, EventStore, Rows, StoredEvent, StreamAppend, chain
+from oloproof.store.base import (
+    PROJECTIONS,
+    EventStore,
+    Rows,
+    StoredEvent,
+    StreamAppend,
+    chain,
+)
 
 
 class MemoryStore(EventStore):
