@@ -98,10 +98,15 @@ def project(tmp_path, name, app, cases=CASES, config=CONFIG):
     return p
 
 
+# a sync-looking system that hands back a coroutine (no `async def __call__` to see)
+WRAPPED_APP = ASYNC_APP.replace("    async def __call__(self, case):", "    def __call__(self, case):\n"
+                                "        return self.handle(case)\n\n    async def handle(self, case):")
+
+
 def test_sync_and_async_agents_record_byte_identical_events(cli, tmp_path):
-    assert "async def" in ASYNC_APP and "await self.refund" in ASYNC_APP
+    assert "async def" in ASYNC_APP and "await self.refund" in ASYNC_APP and "return self.handle" in WRAPPED_APP
     results = {}
-    for name, app in (("sync", SYNC_APP), ("async", ASYNC_APP)):
+    for name, app in (("sync", SYNC_APP), ("async", ASYNC_APP), ("wrapped", WRAPPED_APP)):
         p = project(tmp_path, name, app)
         r = cli("run", "--json", "r.json", cwd=p)
         assert r.exit_code == 0, r.output
@@ -109,8 +114,8 @@ def test_sync_and_async_agents_record_byte_identical_events(cli, tmp_path):
         data.pop("run_id")
         results[name] = (data, {k: v for k, v in streams(p / ".oloproof" / "log.db").items() if k != "RUN"})
     sync, async_ = results["sync"], results["async"]
-    assert sync[0] == async_[0]
-    assert sync[1] == async_[1]  # every case and replay event, byte for byte
+    assert sync[0] == async_[0] == results["wrapped"][0]
+    assert sync[1] == async_[1] == results["wrapped"][1]  # every case and replay event, byte for byte
     case_b = [json.loads(e) for e in sync[1]["RUN/b"]]
     raised = [e for e in case_b if e.get("kind") == "tool_result" and e.get("raised")]
     assert raised and raised[0]["result"]["error"]["type"] == "ValueError"

@@ -156,13 +156,16 @@ def record(slot: SystemSlot, recorder: CaseRecorder, invoke: Callable[[], Any], 
         _begin(slot, reset_to)
         output = call_with_timeout(invoke, timeout)
         if inspect.isawaitable(output):  # a sync-looking callable that returns a coroutine
-            output = _loop().run_until_complete(_bounded(output, timeout))
+            _CURRENT.reset(token)  # the task that awaits it holds the recorder itself
+            token = None
+            output = _loop().run_until_complete(_bounded(output, timeout, recorder))
         _check_output(output, what)
     except BaseException as e:  # the system under test may raise anything, SystemExit included
         output = None
         error, kind = _classify(e, timeout)
     finally:
-        _CURRENT.reset(token)
+        if token is not None:
+            _CURRENT.reset(token)
     return _finish(slot, recorder, output, error, kind)
 
 
@@ -219,17 +222,20 @@ class _Timer:
             self._handle.cancel()
 
 
-async def _bounded(awaitable: Any, timeout: float | None) -> Any:
-    import asyncio
-
+async def _bounded(awaitable: Any, timeout: float | None, recorder: Any) -> Any:
+    """Await a system's coroutine in a task of its own whose context holds the recorder (set
+    inside the task: the task itself is the case's root, not a branch of it)."""
+    token = _CURRENT.set(recorder)
     timer = _Timer(timeout)
     try:
         with timer:
             result = await awaitable
-    except asyncio.CancelledError:
-        if timer.expired:
+    except BaseException as e:
+        if _cancelled(e) and timer.expired:
             raise CaseTimeout from None
         raise
+    finally:
+        _CURRENT.reset(token)
     if timer.expired:
         raise CaseTimeout
     return result
