@@ -16,7 +16,7 @@ from oloproof.cli.common import (
 
 @click.command("eval")
 @click.argument("run")
-@click.option("--json", "json_path", metavar="FILE", help="Write the results (SPEC §15) to FILE ('-' for stdout).")
+@click.option("--json", "json_path", metavar="FILE", help="Write the results as JSON to FILE ('-' for stdout); see the README, 'Machine-readable results'.")
 @click.option("--db", metavar="PATH", help=DB_HELP)
 @click.option("--project", "project_dir", default=".", type=click.Path(file_okay=False, exists=True),
               help="Project folder holding the oloproof.yaml to evaluate with.")

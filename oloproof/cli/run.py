@@ -26,7 +26,7 @@ def executor_options(fn: Callable) -> Callable:
 
 
 @click.command("run")
-@click.option("--json", "json_path", metavar="FILE", help="Write the results (SPEC §15) to FILE ('-' for stdout).")
+@click.option("--json", "json_path", metavar="FILE", help="Write the results as JSON to FILE ('-' for stdout); see the README, 'Machine-readable results'.")
 @click.option("--db", metavar="PATH", help=DB_HELP)
 @click.option("--resume", metavar="RUN_ID", help="Finish an interrupted run, skipping committed cases.")
 @click.option("--durability", type=click.Choice(["full", "normal"]), default="full", show_default=True,
@@ -44,7 +44,8 @@ def command(json_path: str | None, db: str | None, resume: str | None, durabilit
     --workers N (processes), --executor dask or --scheduler tcp://HOST:PORT. The results do
     not depend on how the cases ran.
 
-    Exit code: 0 gate passed (or no gate), 1 gate blocked, 2 bad input, 3 internal error.
+    Exit code: 0 gate passed (or no gate), 1 gate blocked, 2 bad input, 3 internal error,
+    130 interrupted (Ctrl-C: committed cases are kept; finish with --resume).
 
     \b
     Example:
