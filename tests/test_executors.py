@@ -132,3 +132,18 @@ def test_resume_under_every_executor(tmp_path, cluster, first, second):
     assert store.count_streams("replay/") == replays
     assert store.verify().ok
     store.close()
+
+
+def test_any_json_number_crosses_to_workers(cli, tmp_path, cluster):
+    """A case may hold any JSON number: integers past 64 bits travel to and from workers."""
+    p = copy("support_agent", tmp_path / "big")
+    lines = (p / "cases.jsonl").read_text().splitlines()
+    case = json.loads(lines[0])
+    case["input"]["reference"] = 2 ** 80 + 1
+    case["metadata"]["weight"] = -(2 ** 70)
+    (p / "cases.jsonl").write_text("\n".join([json.dumps(case)] + lines[1:]) + "\n")
+    _, serial, events, _ = run_with(cli, p, [], tmp_path / "serial.db")
+    assert str(2 ** 80 + 1) in next(e for s, evs in events.items() for e in evs if case["id"] in s)
+    for label in ("processes", "dask"):
+        _, data, evs, _ = run_with(cli, p, executors(cluster)[label], tmp_path / f"{label}.db")
+        assert data == serial and evs == events, label

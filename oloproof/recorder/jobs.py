@@ -3,8 +3,9 @@
 A :class:`JobKind` names a unit of work that runs against a :class:`~oloproof.system.SystemSlot`
 — recording a case (:data:`oloproof.recorder.record.CASE_JOB`), replaying one
 (:data:`oloproof.replay.engine.REPLAY_JOB`). Its argument and its result are msgspec structs,
-so they cross process and machine boundaries as msgpack bytes (never pickles); the kind
-itself travels by name (``ref``, ``module:attribute``), which a worker imports.
+so they cross process and machine boundaries as JSON bytes (never pickles; JSON, not msgpack,
+because a case may hold any JSON number, integers past 64 bits included); the kind itself
+travels by name (``ref``, ``module:attribute``), which a worker imports.
 """
 
 from __future__ import annotations
@@ -30,16 +31,19 @@ class JobKind:
     failed: Callable[[Any, str, str], Any]
 
     def encode_arg(self, arg: Any) -> bytes:
-        return msgspec.msgpack.encode(arg)
+        return _ENCODE(arg)
 
     def decode_arg(self, data: bytes) -> Any:
-        return msgspec.msgpack.decode(data, type=self.arg)
+        return msgspec.json.decode(data, type=self.arg)
 
     def encode_result(self, result: Any) -> bytes:
-        return msgspec.msgpack.encode(result)
+        return _ENCODE(result)
 
     def decode_result(self, data: bytes) -> Any:
-        return msgspec.msgpack.decode(data, type=self.result)
+        return msgspec.json.decode(data, type=self.result)
+
+
+_ENCODE = msgspec.json.Encoder().encode
 
 
 _KINDS: dict[str, JobKind] = {}
