@@ -267,6 +267,25 @@ class SystemFactory:
                 "'factory: module:function' under system: in oloproof.yaml (a function that "
                 "returns a fresh object)")
 
+    def pickled(self) -> bytes:
+        """The factory as cloudpickle bytes, for worker processes; a system that cannot travel
+        (it holds a lock, a socket, an open client) is a configuration error that says what
+        to do instead."""
+        import dataclasses
+
+        import cloudpickle
+
+        # with a factory, the workers make their objects with it: the driver's one stays here
+        travelling = dataclasses.replace(self, target=None) if self.factory is not None else self
+        try:
+            return cloudpickle.dumps(travelling)
+        except Exception as e:
+            raise ConfigError(
+                f"system.callable {self.label!r} cannot be sent to worker processes: "
+                f"{type(e).__name__}: {e}. Name a class (each worker makes its own object) or a "
+                "module-level function, or add 'factory: module:function' under system: — and "
+                "create clients and locks inside the object, not at import") from e
+
     def make_slot(self) -> SystemSlot:
         if self.factory is not None:
             try:

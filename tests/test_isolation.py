@@ -326,3 +326,40 @@ def test_slots_are_made_when_needed(cli, tmp_path):
     r, v = results(cli, p, "--concurrency", "500")
     assert r.exit_code == 0 and len(v) == 3
     assert max(o["output"]["made"] for o in outputs(p).values()) <= 4  # not 500 system objects for 3 cases
+
+
+UNPICKLABLE = '''\
+import threading
+
+from oloproof import current_case
+
+
+class Agent:
+    def __init__(self):
+        self.lock = threading.Lock()  # a lock cannot travel to a worker process
+
+    def __call__(self, case):
+        current_case().finish("success")
+        return {"answer": "ok"}
+
+
+agent = Agent()
+
+
+def new_agent():
+    return Agent()
+'''
+
+
+def test_a_system_that_cannot_travel_to_workers_is_a_config_error(cli, tmp_path):
+    write(tmp_path / "app.py", UNPICKLABLE)
+    config = ("system: {name: a, version: '1', callable: app:agent, records: [agent_trajectory/v1]}\n"
+              "evaluators:\n  - {type: contains, criterion: answer_correct, field: answer, expected_field: answer}\n")
+    write(tmp_path / "oloproof.yaml", config)
+    write(tmp_path / "cases.jsonl", '{"id": "a", "input": {}, "expected": {"answer": "ok"}}\n')
+    r = cli("run", "--workers", "2", cwd=tmp_path)
+    assert r.exit_code == 2 and "cannot be sent to worker processes" in r.output and "factory" in r.output
+    assert sqlite3.connect(tmp_path / ".oloproof" / "log.db").execute("SELECT COUNT(*) FROM events").fetchone()[0] == 0
+    write(tmp_path / "oloproof.yaml", config.replace("callable: app:agent", "callable: app:agent, factory: app:new_agent"))
+    r, v = results(cli, tmp_path, "--workers", "2")
+    assert r.exit_code == 0 and v == {"a": {"verdict": "pass"}}

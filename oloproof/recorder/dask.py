@@ -118,11 +118,10 @@ class DaskExecutor(Executor):
         return self._n * self.max_batch * 2
 
     def start(self, factory: SystemFactory, first_slot: SystemSlot | None = None) -> None:
-        import cloudpickle
         import dask
         from distributed import Client, LocalCluster
 
-        blob = cloudpickle.dumps(factory)
+        blob = factory.pickled()
         self._digest = hashlib.sha256(blob).hexdigest()
         self._root = factory.root
         # Dask's low-level message log keeps the last thousand messages — our batches of cases

@@ -109,10 +109,8 @@ class ProcessExecutor(Executor):
         return self.n * self.max_batch * 2
 
     def start(self, factory: SystemFactory, first_slot: SystemSlot | None = None) -> None:
-        import cloudpickle
-
         self._ctx = multiprocessing.get_context(_start_method())
-        self._blob = cloudpickle.dumps(factory)
+        self._blob = factory.pickled()
         self._root = factory.root
         self._workers = []
         for _ in range(self.n):
