@@ -139,7 +139,7 @@ class DaskExecutor(Executor):
             with dask.config.set({**quiet, "distributed.scheduler.allowed-failures": 0}):
                 self._cluster = LocalCluster(n_workers=self.workers or 2, threads_per_worker=1,
                                              processes=True, dashboard_address=":0",
-                                             silence_logs=logging.ERROR)
+                                             silence_logs=logging.CRITICAL)  # we report dead workers ourselves
                 self._client = Client(self._cluster)
         info = self._client.scheduler_info()
         threads = sum(w.get("nthreads", 1) for w in info.get("workers", {}).values()) or 1
