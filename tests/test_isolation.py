@@ -363,3 +363,99 @@ def test_a_system_that_cannot_travel_to_workers_is_a_config_error(cli, tmp_path)
     write(tmp_path / "oloproof.yaml", config.replace("callable: app:agent", "callable: app:agent, factory: app:new_agent"))
     r, v = results(cli, tmp_path, "--workers", "2")
     assert r.exit_code == 0 and v == {"a": {"verdict": "pass"}}
+
+
+TASKS_APP = '''\
+import asyncio
+import sys
+
+from oloproof import Stateful, current_case, tool
+
+
+class Desk(Stateful):
+    def reset(self, state):
+        self.state = state
+
+    def snapshot(self):
+        return self.state
+
+    @tool
+    async def lookup(self, i):
+        await asyncio.sleep(0.001)
+        return {"i": i}
+
+    async def late_write(self):
+        await asyncio.sleep(0.2)
+        self.state["late"] = True  # would land in the next case's sandbox
+
+    async def __call__(self, case):
+        what = case.input["what"]
+        await self.lookup(1)
+        if what == "cancel":  # the agent cancels a task it started, then awaits it
+            task = asyncio.ensure_future(self.lookup(99))
+            task.cancel()
+            await task
+        elif what == "child_exit":
+            async def quit():
+                sys.exit(0)
+            await asyncio.gather(self.lookup(2), quit())
+        elif what == "child_interrupt":
+            async def stop():
+                raise KeyboardInterrupt
+            await asyncio.gather(stop())
+        elif what == "background":
+            asyncio.create_task(self.late_write())
+        elif what == "slow":
+            await asyncio.sleep(0.5)
+        current_case().finish("success")
+        return {"answer": "ok"}
+'''
+
+
+@pytest.mark.parametrize("executor", [[], ["--concurrency", "1"], ["--workers", "1"]])
+def test_what_an_async_agents_tasks_do_stays_in_their_case(cli, tmp_path, executor):
+    """CancelledError raised by the agent, SystemExit or KeyboardInterrupt in one of its
+    tasks: that case's error only. A task the case leaves running is cancelled when it ends."""
+    whats = ["ok", "cancel", "child_exit", "child_interrupt", "background", "slow", "ok"]
+    p = make(tmp_path, whats, app=TASKS_APP)
+    cfg = p / "oloproof.yaml"
+    cfg.write_text(cfg.read_text().replace("callable: app:Box", "callable: app:Desk")
+                   .replace("box", "desk").replace("  - {type: state_matches, mode: subset}\n", ""))
+    r, v = results(cli, p, *executor)
+    assert r.exit_code == 0, r.output
+    errors = {c for c, x in v.items() if x != {"verdict": "pass"}}
+    assert errors == {"c1-cancel", "c2-child_exit", "c3-child_interrupt"}
+    assert all(v[c] == {"verdict": "missing", "reason": "system_error"} for c in errors)
+    out = outputs(p)
+    assert "CancelledError" in out["c1-cancel"]["error"]
+    assert "SystemExit raised in a task of the case" in out["c2-child_exit"]["error"]
+    conn = sqlite3.connect(p / ".oloproof" / "log.db")
+    states = {s.split("/", 1)[1]: json.loads(x)["state"] for s, x in conn.execute(
+        "SELECT stream, payload FROM events WHERE type = 'environment_state.v1'")}
+    conn.close()
+    # the background task of case 4 was cancelled with its case: the slow case after it (same
+    # slot, one at a time) starts from its own initial state and is left untouched
+    assert states["c5-slow"] == {"n": 5} and "late" not in states["c4-background"]
+
+
+def test_two_faults_on_one_call_share_its_control_replay(cli, tmp_path):
+    import shutil
+
+    from tests.conftest import EXAMPLES
+
+    p = tmp_path / "desk"
+    shutil.copytree(EXAMPLES / "stateful_agent", p, ignore=shutil.ignore_patterns("__pycache__", ".oloproof"))
+    cfg = p / "oloproof.yaml"
+    line = "  - {type: fault_recovery, tool: issue_refund, fault: error, escalate_tools: [escalate_to_human]}\n"
+    cfg.write_text(cfg.read_text().replace(line, line + line.replace("fault: error", "fault: timeout")))
+    for executor in ([], ["--workers", "2"]):
+        r = cli("run", "--json", "r.json", *executor, cwd=p)
+        assert r.exit_code == 1, r.output  # the example's gate blocks; the run itself is sound
+        crit = {c["criterion"]: c for c in json.loads((p / "r.json").read_text())["criteria"]}
+        assert crit["recovers_from_timeout_at_issue_refund"]["observed"] == crit["recovers_from_error_at_issue_refund"]["observed"] > 0
+    conn = sqlite3.connect(p / ".oloproof" / "log.db")
+    kinds = conn.execute("SELECT json_extract(payload, '$.kind'), COUNT(*) FROM events WHERE stream LIKE 'replay/%' "
+                         "AND seq = 0 GROUP BY 1").fetchall()
+    conn.close()
+    controls, faults = dict(kinds)["control"], dict(kinds)["fault"]
+    assert faults == 2 * controls  # one control replay per checkpoint, a fault replay per fault

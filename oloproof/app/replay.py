@@ -143,7 +143,7 @@ def replay_run(store: EventStore, project_dir: str, run_id: str, fault_spec: str
                 if done.error is not None:
                     raise RuntimeError(f"a replay job failed: {done.error}") from done.error
                 streams = done.result.streams
-                new = [x for x in streams if store.stream_length(x.stream) == 0]
+                new = list({x.stream: x for x in streams if store.stream_length(x.stream) == 0}.values())
                 if new:
                     store.commit([StreamAppend(x.stream, 0, x.payloads, x.types) for x in new])
                 executed += len(new)

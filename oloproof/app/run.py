@@ -310,7 +310,7 @@ class _Driver:
         self._job(REPLAY_JOB, ReplayArgs(f"{self.run_id}/{view.case_id}", payloads, self.specs, found), tag=view)
 
     def _replayed(self, view: CaseView, result: Any) -> None:
-        new = [s for s in result.streams if self.store.stream_length(s.stream) == 0]
+        new = list({s.stream: s for s in result.streams if self.store.stream_length(s.stream) == 0}.values())
         if new:  # the case's replays, in one transaction
             self.store.commit([StreamAppend(s.stream, 0, s.payloads, s.types) for s in new])
         extra = {s.stream[len(PREFIX):]: fold_replay(decode_many(s.payloads), s.stream) for s in result.streams}

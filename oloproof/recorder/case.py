@@ -93,7 +93,7 @@ class Branch:
 class CaseRecorder:
     """Collects what one case records. Obtain it with :func:`current_case`."""
 
-    __slots__ = ("case", "_steps", "_keys", "_entries", "_root", "_depth", "_active", "_constraints",
+    __slots__ = ("case", "_steps", "_keys", "_entries", "_root", "_depth", "_active", "_tasks", "_constraints",
                  "_checkpoints", "_status", "_truncated", "_step_limit", "_hand_built",
                  "_snapshot", "_touched", "_auto_checkpoints")
 
@@ -107,6 +107,7 @@ class CaseRecorder:
         self._root: Branch | None = None
         self._depth = 0  # calls in progress (linear mode: one agent task)
         self._active = 0  # the agent's tasks still running (keyed mode)
+        self._tasks: list[Any] = []  # every task created inside the case
         self._constraints: list[tuple[str, bool, int]] = []  # (name, passed, provisional index)
         # linear mode: (step_index, state, id); keyed mode: (sort key, state, id)
         self._checkpoints: list[tuple[Any, Any, str | None]] = []
@@ -264,8 +265,14 @@ class CaseRecorder:
         snapshot taken while one runs would depend on timing)."""
         return self._auto_checkpoints and self._active == 0 and _BRANCH.get() is None
 
-    def task_started(self, branch: Branch, task: asyncio.Task) -> None:
-        if not branch.in_call:
+    def tasks(self) -> list[Any]:
+        """The asyncio tasks created inside the case (those still running when it ends are
+        cancelled)."""
+        return self._tasks
+
+    def task_started(self, branch: Branch | None, task: asyncio.Task) -> None:
+        self._tasks.append(task)
+        if branch is not None and not branch.in_call:
             self._active += 1
             task.add_done_callback(self._task_done)
 
@@ -419,10 +426,28 @@ def _task_factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> 
             context.run(_BRANCH.set, branch)
     import asyncio
 
+    inner = coro
+    if rec is not None:
+        coro = _contained(coro)
     task = asyncio.Task(coro, loop=loop, context=context, **kwargs)
-    if branch is not None:
+    if rec is not None:
         rec.task_started(branch, task)
+        # a task cancelled before it starts never runs the wrapper: close what it wraps
+        task.add_done_callback(lambda _: inner.close())
     return task
+
+
+class TaskExit(Exception):
+    """A task of a case raised ``SystemExit``, ``KeyboardInterrupt`` or ``GeneratorExit``:
+    asyncio would let it end the whole event loop (the run); it fails the task instead, so
+    that it errors its case only."""
+
+
+async def _contained(coro: Any) -> Any:
+    try:
+        return await coro
+    except (SystemExit, KeyboardInterrupt, GeneratorExit) as e:
+        raise TaskExit(f"{type(e).__name__} raised in a task of the case: {e}") from e
 
 
 def install_task_factory(loop: asyncio.AbstractEventLoop) -> None:

@@ -76,16 +76,21 @@ def _begin(slot: SystemSlot, reset_to: Any) -> None:
             raise _Failed(f"reset() raised {type(e).__name__}: {e}", "reset_error") from e
 
 
-def _classify(exc: BaseException, timeout: float | None) -> tuple[str, str]:
+def _classify(exc: BaseException, timeout: float | None, timed_out: bool = False) -> tuple[str, str]:
     if isinstance(exc, Interrupted):
         raise exc
     if isinstance(exc, _Failed):
         return str(exc), exc.kind
-    if isinstance(exc, CaseTimeout) or _cancelled(exc):
+    if isinstance(exc, CaseTimeout) or (timed_out and _cancelled(exc)):
         return f"the case overran its timeout of {timeout:g} s", "case_timeout"
     if isinstance(exc, RecordError):
         return str(exc), "invalid_record"
-    return f"{type(exc).__name__}: {exc}", "system_error"
+    return _text(f"{type(exc).__name__}: {exc}"), "system_error"
+
+
+def _text(message: str) -> str:
+    """A message that encodes as UTF-8 (a model's truncated emoji leaves a lone surrogate)."""
+    return message.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _cancelled(exc: BaseException) -> bool:
@@ -172,10 +177,13 @@ def record(slot: SystemSlot, recorder: CaseRecorder, invoke: Callable[[], Any], 
 async def arecord(slot: SystemSlot, recorder: CaseRecorder, invoke: Callable[[], Any], *, reset_to: Any,
                   timeout: float | None, what: str = "the system") -> Recording:
     """:func:`record` for an ``async def`` system, inside a running event loop."""
+    import asyncio
+
     output: Any = None
     error = kind = None
     token = _CURRENT.set(recorder)  # set inside this task: the task itself is not a branch
     timer = _Timer(timeout)
+    task = asyncio.current_task()
     try:
         _begin(slot, reset_to)
         output = invoke()
@@ -186,13 +194,29 @@ async def arecord(slot: SystemSlot, recorder: CaseRecorder, invoke: Callable[[],
                 raise CaseTimeout
         _check_output(output, what)
     except BaseException as e:
-        if _cancelled(e) and not timer.expired:
+        if _cancelled(e) and not timer.expired and task is not None and \
+                task.cancelling() > (1 if timer.fired else 0):
             raise  # cancelled from outside (the run stops): not this case's doing
         output = None
-        error, kind = _classify(e, timeout)
+        error, kind = _classify(e, timeout, timer.expired)
     finally:
         _CURRENT.reset(token)
+        if timer.fired and task is not None:
+            task.uncancel()
+    await _settle(recorder)
     return _finish(slot, recorder, output, error, kind)
+
+
+async def _settle(recorder: CaseRecorder) -> None:
+    """Tasks the case left running are cancelled when it ends: nothing of a case may change
+    the sandbox after its state is recorded, nor run into the next case."""
+    import asyncio
+
+    left = [t for t in recorder.tasks() if not t.done()]
+    for t in left:
+        t.cancel()
+    if left:
+        await asyncio.wait(left, timeout=1.0)
 
 
 # ---- timeouts ----------------------------------------------------------------------------
@@ -203,6 +227,7 @@ class _Timer:
     def __init__(self, timeout: float | None):
         self.timeout = timeout
         self.expired = False
+        self.fired = False  # it cancelled the task (once)
         self._handle: asyncio.TimerHandle | None = None
 
     def __enter__(self) -> "_Timer":
@@ -215,6 +240,7 @@ class _Timer:
 
     def _expire(self, task: asyncio.Task) -> None:
         self.expired = True
+        self.fired = True
         task.cancel()
 
     def __exit__(self, *exc: Any) -> None:
@@ -236,6 +262,7 @@ async def _bounded(awaitable: Any, timeout: float | None, recorder: Any) -> Any:
         raise
     finally:
         _CURRENT.reset(token)
+        await _settle(recorder)
     if timer.expired:
         raise CaseTimeout
     return result

@@ -143,12 +143,12 @@ class ReplayStreams(msgspec.Struct, frozen=True):
     streams: list[NewStream]
 
 
-def _start(slot: SystemSlot, args: ReplayArgs) -> tuple[CaseView, Any]:
+def _start(slot: SystemSlot, args: ReplayArgs) -> tuple[CaseView, dict[str, ReplayView], Any]:
     view = fold_case(decode_stream(args.case_stream, args.case_payloads), args.case_stream)
     known = {key: fold_replay(decode_stream(PREFIX + key, payloads), PREFIX + key)
              for key, payloads in args.cached.items()}
     specs = [FaultSpec(t, f) for t, f in args.specs]
-    return view, replay_plan(view, specs, slot.name, slot.version, known.get)
+    return view, known, replay_plan(view, specs, slot.name, slot.version, known.get)
 
 
 def _new(slot: SystemSlot, view: CaseView, args: ReplayArgs, needed: Needed,
@@ -160,7 +160,7 @@ def _new(slot: SystemSlot, view: CaseView, args: ReplayArgs, needed: Needed,
 
 
 def replay_case(slot: SystemSlot, args: ReplayArgs, timeout: float | None) -> ReplayStreams:
-    view, steps = _start(slot, args)
+    view, known, steps = _start(slot, args)
     out: list[NewStream] = []
     try:
         needed = next(steps)
@@ -168,13 +168,14 @@ def replay_case(slot: SystemSlot, args: ReplayArgs, timeout: float | None) -> Re
             new, folded = _new(slot, view, args, needed,
                                run_replay(slot, view, needed.plan, needed.change, timeout))
             out.append(new)
+            known[needed.key] = folded  # another fault on the same call shares this control
             needed = steps.send(folded)
     except StopIteration:
         return ReplayStreams(args.case_stream, out)
 
 
 async def areplay_case(slot: SystemSlot, args: ReplayArgs, timeout: float | None) -> ReplayStreams:
-    view, steps = _start(slot, args)
+    view, known, steps = _start(slot, args)
     out: list[NewStream] = []
     try:
         needed = next(steps)
@@ -182,6 +183,7 @@ async def areplay_case(slot: SystemSlot, args: ReplayArgs, timeout: float | None
             new, folded = _new(slot, view, args, needed,
                                await arun_replay(slot, view, needed.plan, needed.change, timeout))
             out.append(new)
+            known[needed.key] = folded
             needed = steps.send(folded)
     except StopIteration:
         return ReplayStreams(args.case_stream, out)
