@@ -8,6 +8,7 @@
     │   ├── CaseFileError     a JSONL case file (file, line, case, field)
     │   └── UsageError        a CLI argument or a run id that does not exist
     ├── RecordError           a record written by a system is invalid (case, field)
+    ├── ExecutorError         the workers are gone (a cluster lost every worker): exit 3
     └── StoreError            the log itself
         ├── CorruptLogError   the log cannot be read as Oloproof events
         └── DuplicateEventError  a (stream, sequence) already exists; the batch rolled back
@@ -47,6 +48,12 @@ class UsageError(InputError):
 
 class RecordError(OloproofError):
     """A record written by a system under test is invalid (names the case and field)."""
+
+
+class ExecutorError(OloproofError):
+    """Where cases run failed as a whole (not one case): the run stops, committed cases kept."""
+
+    exit_code = 3
 
 
 class StoreError(OloproofError):

@@ -459,3 +459,32 @@ def test_two_faults_on_one_call_share_its_control_replay(cli, tmp_path):
     conn.close()
     controls, faults = dict(kinds)["control"], dict(kinds)["fault"]
     assert faults == 2 * controls  # one control replay per checkpoint, a fault replay per fault
+
+
+KILLERS = '''\
+import os
+from oloproof import current_case
+
+def run(case):
+    if case.input["i"] % 10 == 3:
+        os._exit(3)
+    current_case().finish("success")
+    return {"answer": "ok"}
+'''
+
+
+@pytest.mark.parametrize("executor", [["--workers", "2"], ["--workers", "3"], ["--executor", "dask", "--workers", "2"]])
+def test_only_the_cases_that_kill_their_worker_are_worker_died(cli, tmp_path, executor):
+    if "dask" in executor:
+        pytest.importorskip("distributed")
+    n = 30 if "dask" in executor else 120
+    write(tmp_path / "app.py", KILLERS)
+    write(tmp_path / "oloproof.yaml", "system: {name: k, version: '1', callable: app:run, records: [agent_trajectory/v1]}\n"
+                                      "evaluators:\n  - {type: contains, criterion: answer_correct, field: answer, "
+                                      "expected_field: answer}\n")
+    write(tmp_path / "cases.jsonl", "".join(json.dumps({"id": f"c{i:03d}", "input": {"i": i}, "expected": {"answer": "ok"}})
+                                            + "\n" for i in range(n)))
+    r, v = results(cli, tmp_path, *executor)
+    died = sorted(c for c, x in v.items() if x == {"verdict": "missing", "reason": "worker_died"})
+    assert died == [f"c{i:03d}" for i in range(n) if i % 10 == 3]
+    assert all(x == {"verdict": "pass"} for c, x in v.items() if c not in died)

@@ -9,8 +9,8 @@ only writer of the log.
 
 A task that Dask retries (a worker lost for an unrelated reason) still returns each of its
 cases once, and the driver commits a case once whatever it receives. A batch whose worker
-died (``KilledWorker``) is split and its jobs run one per task; a job whose own task loses its
-worker three times is the one that kills it and is recorded with ``worker_died`` (a job that
+died (``KilledWorker``) is split and its jobs run one per task, one such at a time; a job
+whose own task loses its worker twice is the one that kills it and is recorded with ``worker_died`` (a job that
 was only queued on a dying worker succeeds on a retry), and the others run normally. Remote workers must be
 able to import the project's modules (same folder, or ``client.upload_file``).
 """
@@ -26,13 +26,14 @@ from typing import Any
 
 import msgspec
 
-from oloproof.errors import UsageError
+from oloproof.errors import ExecutorError, UsageError
 from oloproof.recorder.executors import Executor
 from oloproof.recorder.jobs import Done, Job, job_kind
 from oloproof.system import SystemFactory, SystemSlot
 
 MAX_BATCH = 128  # cases a Dask task: its scheduling costs milliseconds, a case microseconds
-DEATHS = 3  # a job alone on its task that loses its worker this often killed it
+DEATHS = 2  # a job alone on its task (one such at a time) that loses its worker twice killed it
+WORKERS_WAIT = 30.0  # seconds to wait for a worker, at start and when all of them are gone
 RESULT_WAIT = 600.0  # seconds to wait for a finished task's result (recomputed if its worker died)
 
 _SLOTS = threading.local()
@@ -40,14 +41,13 @@ _ROOT: list[str | None] = [None]  # the project whose modules this worker proces
 
 
 def _use_project(root: str | None) -> None:
-    """Make ``root``'s modules the ones ``import`` finds: a long-lived worker may have run
-    another project whose modules have the same names (every example has an ``app.py``)."""
+    """Make ``root``'s modules, as they are now on disk, the ones ``import`` finds: a
+    long-lived worker may have run another project whose modules have the same names (every
+    example has an ``app.py``), or this project's code before it was edited."""
     import sys
     from pathlib import Path
 
     previous = _ROOT[0]
-    if previous == root:
-        return
     if previous:
         old = Path(previous).resolve()
         for name, module in list(sys.modules.items()):
@@ -71,10 +71,23 @@ def _slot(root: str | None, digest: str, blob: bytes) -> list[Any]:  # on a work
     if digest not in cache:
         import cloudpickle
 
-        _use_project(root)
+        cache.clear()  # one system at a time per worker thread: the last one's slot goes
+        _use_project(root)  # a new system (its code, its version): fresh modules
         factory = cloudpickle.loads(blob)
         cache[digest] = [factory, factory.make_slot()]
     return cache[digest]
+
+
+def probe(root: str | None, blob: bytes) -> str | None:  # on every worker, before the run
+    """Can this worker make the system? None, or what went wrong."""
+    import cloudpickle
+
+    try:
+        _use_project(root)
+        cloudpickle.loads(blob).make_slot()
+    except BaseException as e:  # sys.exit() at import included: a message, not a dead worker
+        return f"{type(e).__name__}: {e}"
+    return None
 
 
 def run_batch(root: str | None, digest: str, blob: bytes, batch: bytes) -> bytes:  # on a worker
@@ -86,7 +99,7 @@ def run_batch(root: str | None, digest: str, blob: bytes, batch: bytes) -> bytes
         factory, slot = entry
         try:
             out.append([job_id, True, kind.encode_result(kind.run(slot, kind.decode_arg(arg), timeout))])
-        except Exception as e:
+        except BaseException as e:  # reported to the driver, never the end of the task
             out.append([job_id, False, f"{type(e).__name__}: {e}\n{traceback.format_exc()}"])
         if slot.dead:
             entry[1] = factory.make_slot()
@@ -107,6 +120,9 @@ class DaskExecutor(Executor):
         self.max_batch = max(1, batch)
         self._pending: deque[tuple[Job, bool]] = deque()  # (job, must run alone)
         self._deaths: dict[int, int] = {}  # job id -> times its own task lost its worker
+        self._suspect: Any = None  # the future of the one suspect job in flight
+        self._solo: set[int] = set()  # jobs that run alone
+        self._no_workers: float | None = None  # since when the cluster has had no worker
         self._futures: dict[Any, list[Job]] = {}
         self._ready: list[Done] = []
         self._client: Any = None
@@ -126,7 +142,10 @@ class DaskExecutor(Executor):
         self._root = factory.root
         # Dask's low-level message log keeps the last thousand messages — our batches of cases
         # among them — in the driver: off, so that a run's memory stays flat
-        quiet = {"distributed.admin.low-level-log-length": 0}
+        quiet = {"distributed.admin.low-level-log-length": 0,
+                 # tasks wait at the scheduler rather than queue on a worker, so a worker that
+                 # dies takes only the task it was running
+                 "distributed.scheduler.worker-saturation": 1.0}
         if self.scheduler:
             try:
                 with dask.config.set(quiet):
@@ -141,6 +160,16 @@ class DaskExecutor(Executor):
                                              processes=True, dashboard_address=":0",
                                              silence_logs=logging.CRITICAL)  # we report dead workers ourselves
                 self._client = Client(self._cluster)
+        try:
+            self._client.wait_for_workers(1, timeout=WORKERS_WAIT)
+        except TimeoutError as e:
+            raise UsageError(f"the Dask cluster at {self.scheduler or 'the LocalCluster'} has no worker "
+                             f"(waited {WORKERS_WAIT:g} s)") from e
+        problems = {w: p for w, p in self._client.run(probe, factory.root, blob).items() if p}
+        if problems:
+            where, what = next(iter(problems.items()))
+            raise UsageError(f"Dask worker {where} cannot make the system: {what} (the workers must be able "
+                             "to import the project's modules: same folder, or client.upload_file)")
         info = self._client.scheduler_info()
         threads = sum(w.get("nthreads", 1) for w in info.get("workers", {}).values()) or 1
         self._n = threads
@@ -163,6 +192,10 @@ class DaskExecutor(Executor):
                     (not partial or len(self._futures) >= 2 * self._n):
                 return
             if self._pending[0][1]:
+                # a job whose batch lost its worker runs alone, and one such at a time: if its
+                # worker dies, it is the one that killed it, not a bystander of another suspect
+                if self._suspect is not None:
+                    return
                 jobs = [self._pending.popleft()[0]]
             else:
                 size = max(1, min(self.max_batch, len(self._pending) // self._n))
@@ -172,10 +205,13 @@ class DaskExecutor(Executor):
             batch = msgspec.msgpack.encode([[j.kind.ref, j.id, j.timeout, j.kind.encode_arg(j.arg)] for j in jobs])
             future = self._client.submit(run_batch, self._root, self._digest, self._blob, batch, pure=False)
             self._futures[future] = jobs
+            if len(jobs) == 1 and jobs[0].id in self._solo:
+                self._suspect = future
 
     def _poll(self, timeout: float | None) -> list[Done]:
         from distributed import wait
 
+        self._watch()
         self._flush()
         if not self._ready and self._futures:
             try:
@@ -183,6 +219,8 @@ class DaskExecutor(Executor):
             except TimeoutError:
                 done = set()
             for future in done:
+                if future is self._suspect:
+                    self._suspect = None
                 self._collect(future, self._futures.pop(future))
             self._flush()
         out, self._ready = self._ready, []
@@ -196,6 +234,7 @@ class DaskExecutor(Executor):
             data = future.result(timeout=RESULT_WAIT)
         except KilledWorker:
             if len(jobs) > 1:  # find the case that kills its worker: each job on its own
+                self._solo.update(j.id for j in jobs)
                 self._pending.extendleft((j, True) for j in reversed(jobs))
                 return
             job = jobs[0]
@@ -204,6 +243,7 @@ class DaskExecutor(Executor):
                 self._pending.appendleft((job, True))
                 return
             del self._deaths[job.id]
+            self._solo.discard(job.id)
             self._ready.append(Done(job, job.kind.failed(
                 job.arg, f"the Dask worker running this case died ({deaths} times, on its own); "
                          "new workers took their place", "worker_died")))
@@ -216,10 +256,26 @@ class DaskExecutor(Executor):
         for job_id, ok, payload in msgspec.msgpack.decode(data):
             job = by_id.pop(job_id)
             self._deaths.pop(job.id, None)
+            self._solo.discard(job.id)
             if ok:
                 self._ready.append(Done(job, job.kind.decode_result(payload)))
             else:
                 self._ready.append(Done(job, error=RuntimeError(f"on a Dask worker: {payload}")))
+
+    def _watch(self) -> None:
+        """A cluster whose workers are all gone (they crash at start, the machines left)
+        would leave the run waiting forever: stop it after a while, with a message."""
+        if not self._futures:
+            return
+        import time
+
+        if self._client.scheduler_info().get("workers"):
+            self._no_workers = None
+        elif self._no_workers is None:
+            self._no_workers = time.monotonic()
+        elif time.monotonic() - self._no_workers > WORKERS_WAIT:
+            raise ExecutorError(f"the Dask cluster has had no worker for {WORKERS_WAIT:g} s; "
+                                "the cases in flight were not recorded (resume the run later)")
 
     def close(self, cancel: bool = False) -> None:
         if self._client is not None:

@@ -67,7 +67,7 @@ def _worker_main(conn: Any, root: str | None, blob: bytes, inherited: tuple[int,
             kind = job_kind(ref)
             try:
                 message = [job_id, True, kind.encode_result(kind.run(slot, kind.decode_arg(arg), timeout))]
-            except Exception as e:
+            except BaseException as e:  # reported to the driver, never the end of this worker
                 message = [job_id, False, f"{type(e).__name__}: {e}\n{traceback.format_exc()}"]
             try:
                 conn.send_bytes(encode(message))
@@ -197,7 +197,9 @@ class ProcessExecutor(Executor):
         now = time.monotonic()
         for w in list(self._workers):
             if w.batch and not w.process.is_alive():
-                self._lost(w, "worker_died", self._death(w))
+                self._read(w)  # what it sent before it died is a result, not a loss
+                if w.batch:
+                    self._lost(w, "worker_died", self._death(w))
             elif w.batch and w.batch[0].timeout is not None and now > w.started + w.batch[0].timeout + GRACE:
                 w.process.kill()
                 w.process.join()
