@@ -201,6 +201,9 @@ class SystemSlot:
             call = target
         elif callable(getattr(target, "run", None)):
             call = target.run
+        elif factory.factory is not None:
+            raise ConfigError(f"system.factory {factory.factory_label!r} returned {type(target).__name__}, which is "
+                              "neither callable nor has a run(case) method")
         else:
             raise ConfigError(f"system.callable {factory.label!r} is neither callable nor has a run(case) method")
         self.call: Callable[[Any], Any] = call

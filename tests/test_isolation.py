@@ -488,3 +488,68 @@ def test_only_the_cases_that_kill_their_worker_are_worker_died(cli, tmp_path, ex
     died = sorted(c for c, x in v.items() if x == {"verdict": "missing", "reason": "worker_died"})
     assert died == [f"c{i:03d}" for i in range(n) if i % 10 == 3]
     assert all(x == {"verdict": "pass"} for c, x in v.items() if c not in died)
+
+
+@pytest.mark.parametrize("address", ["tcp://", "tcp://127.0.0.1", "tcp://h:abc", "tcp://[::1", "inproc://",
+                                     "ucx://h:1", "tcp://h:1/x"])
+def test_a_malformed_scheduler_address_exits_2(cli, tmp_path, address):
+    p = make(tmp_path, ["ok"])
+    r = cli("run", "--scheduler", address, cwd=p)
+    assert r.exit_code == 2 and "tcp://HOST:PORT" in r.output and not (p / ".oloproof").exists()
+
+
+def test_json_output_problems_are_found_before_the_run(cli, tmp_path):
+    p = make(tmp_path, ["ok"])
+    (p / "afolder").mkdir()
+    for target, needle in (("missing/r.json", "does not exist"), ("afolder", "is a folder")):
+        r = cli("run", "--json", target, cwd=p)
+        assert r.exit_code == 2 and needle in r.output, r.output
+        assert not (p / ".oloproof").exists()
+    r = cli("run", "--json", "-", cwd=p)  # stdout holds the JSON alone (the table goes to stderr)
+    assert r.exit_code == 0
+    assert json.loads(r.stdout)["cases"][0]["case_id"] == "c0-ok"
+
+
+@pytest.mark.parametrize("value,needle", [("true", "boolean"), ("1e10", "less than or equal")])
+def test_timeouts_that_cannot_be_meant(cli, tmp_path, value, needle):
+    p = make(tmp_path, ["ok"], timeout=value)
+    r = cli("run", cwd=p)
+    assert r.exit_code == 2 and needle in r.output and "oloproof.yaml:3" in r.output, r.output
+
+
+def test_a_case_nested_too_deeply_is_a_located_case_error(cli, tmp_path):
+    p = make(tmp_path, ["ok"])
+    deep = "[" * 20000 + "]" * 20000
+    with open(p / "cases.jsonl", "a") as fh:
+        fh.write('{"id": "deep", "input": {"x": ' + deep + '}}\n')
+    r = cli("run", cwd=p)
+    assert r.exit_code == 2 and "cases.jsonl:2" in r.output, r.output
+    assert not (p / ".oloproof").exists()
+
+
+FACTORIES = APP + '''
+
+ONE = Box()
+CALLS = []
+
+
+def same_box():
+    return ONE
+
+
+def two_boxes_at_most():
+    CALLS.append(1)
+    if len(CALLS) > 2:
+        raise RuntimeError("no more sandboxes")
+    return Box()
+'''
+
+
+@pytest.mark.parametrize("factory,needle", [("same_box", "returned an object it had returned before"),
+                                            ("two_boxes_at_most", "no more sandboxes")])
+def test_a_factory_that_does_not_make_fresh_sandboxes_stops_the_run_with_exit_2(cli, tmp_path, factory, needle):
+    p = make(tmp_path, ["ok"] * 8, app=FACTORIES)
+    cfg = p / "oloproof.yaml"
+    cfg.write_text(cfg.read_text().replace("callable: app:Box", f"callable: app:Box, factory: app:{factory}"))
+    r = cli("run", "--concurrency", "5", cwd=p)
+    assert r.exit_code == 2 and needle in r.output, r.output

@@ -184,7 +184,8 @@ def load_system(project: Project) -> LoadedSystem:
     try:
         slot = factory.make_slot()
     except ConfigError as e:
-        raise ConfigError(f"{project.locator.where(('system', 'callable'))}: {e}") from e
+        key = "factory" if cfg.factory else "callable"
+        raise ConfigError(f"{project.locator.where(('system', key))}: {e}") from e
     return LoadedSystem(factory, slot)
 
 

@@ -136,7 +136,7 @@ def replay_run(store: EventStore, project_dir: str, run_id: str, fault_spec: str
                 job_id += 1
                 executor.submit(Job(job_id, REPLAY_JOB, ReplayArgs(f"{run_id}/{view.case_id}", payloads,
                                                                    [(tool, kind)], {k: v for k, v in found.items() if v}),
-                                    project.config.timeout, view))
+                                    project.config.timeout, view, 2))
             if executor.outstanding == 0 and exhausted:
                 break
             for done in executor.poll(0.25):

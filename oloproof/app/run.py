@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+import re
 import secrets
 import signal
 import threading
@@ -35,7 +36,7 @@ from oloproof.app.project import LoadedSystem, Project
 from oloproof.app.projections import case_rows, evaluation_key, run_row
 from oloproof.app.runs import load_run
 from oloproof.config.cases import SuiteCase, SuiteInfo
-from oloproof.errors import Interrupted, UsageError
+from oloproof.errors import Interrupted, OloproofError, UsageError
 from oloproof.evaluate.engine import Accumulator, CaseResult, Summary
 from oloproof.events import (
     RunFinished,
@@ -192,9 +193,9 @@ class _Driver:
 
     # ---- the work ----------------------------------------------------------------------
 
-    def _job(self, kind: Any, arg: Any, tag: Any = None) -> None:
+    def _job(self, kind: Any, arg: Any, tag: Any = None, units: int = 1) -> None:
         self._job_ids += 1
-        self.executor.submit(Job(self._job_ids, kind, arg, self.timeout, tag))
+        self.executor.submit(Job(self._job_ids, kind, arg, self.timeout, tag, units))
 
     def _work(self, resuming: bool) -> Iterator[tuple[int, SuiteCase] | None]:
         """The suite's cases in order; on resume, a committed case is taken up where it is
@@ -245,6 +246,8 @@ class _Driver:
         single writer, keeps up with many workers — then judged."""
         appends = []
         for done in dones:
+            if isinstance(done.error, OloproofError):  # the user's (a factory that fails later)
+                raise done.error
             if done.error is not None:
                 raise RuntimeError(f"an Oloproof job failed: {done.error}") from done.error
             if done.job.kind is not REPLAY_JOB:
@@ -307,7 +310,8 @@ class _Driver:
         if not missing:
             self._ready(view, replays)
             return
-        self._job(REPLAY_JOB, ReplayArgs(f"{self.run_id}/{view.case_id}", payloads, self.specs, found), tag=view)
+        self._job(REPLAY_JOB, ReplayArgs(f"{self.run_id}/{view.case_id}", payloads, self.specs, found), tag=view,
+                  units=2 * len(self.specs))
 
     def _replayed(self, view: CaseView, result: Any) -> None:
         new = list({s.stream: s for s in result.streams if self.store.stream_length(s.stream) == 0}.values())
@@ -411,7 +415,7 @@ def make_executor(*, concurrency: int | None = None, workers: int | None = None,
         if scheduler is not None and workers is not None:
             raise UsageError("--workers sizes the LocalCluster that --executor dask starts; an existing "
                              "cluster (--scheduler) has its own workers")
-        if scheduler is not None and not scheduler.startswith(("tcp://", "tls://", "inproc://", "ucx://", "ws://", "wss://")):
+        if scheduler is not None and not re.fullmatch(r"(tcp|tls)://(\[[0-9a-fA-F:.]+\]|[^\s:/\[\]]+):\d{1,5}", scheduler):
             raise UsageError(f"--scheduler {scheduler!r}: expected an address like tcp://HOST:PORT")
         from oloproof.recorder.dask import DaskExecutor
 

@@ -74,6 +74,18 @@ def resolve_run(store: Any, run: str) -> str:
     return resolve(store, run)
 
 
+def check_output_path(path: str) -> None:
+    """Refuse, before anything runs, an output file that could not be written at the end."""
+    if path == "-":
+        return
+    target = Path(path)
+    if target.is_dir():
+        raise UsageError(f"--json {path}: is a folder; name a file")
+    parent = target.parent if str(target.parent) else Path(".")
+    if not parent.is_dir():
+        raise UsageError(f"--json {path}: folder {parent} does not exist")
+
+
 def write_json(path: str, data: Any) -> None:
     import json
 

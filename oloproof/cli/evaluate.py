@@ -6,6 +6,7 @@ import click
 
 from oloproof.cli.common import (
     DB_HELP,
+    check_output_path,
     console,
     handled,
     open_log,
@@ -35,6 +36,8 @@ def command(run: str, json_path: str | None, db: str | None, project_dir: str) -
     from oloproof.report.results import results_dict
     from oloproof.report.terminal import summary_view
 
+    if json_path:
+        check_output_path(json_path)
     project = load_project(project_dir)
     project.prepare()  # labels and transforms as they are now
     store = open_log(db)
@@ -46,7 +49,7 @@ def command(run: str, json_path: str | None, db: str | None, project_dir: str) -
                                keep_cases=bool(json_path))
     finally:
         store.close()
-    console().print(summary_view(summary, run_id=run_id, system=f"{s.system_name} {s.system_version}",
+    console(stderr=json_path == "-").print(summary_view(summary, run_id=run_id, system=f"{s.system_name} {s.system_version}",
                     min_support=project.config.min_slice_support))
     if json_path:
         write_json(json_path, results_dict(run_id, s.system_name, s.system_version, project.suite, summary))

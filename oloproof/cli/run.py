@@ -6,7 +6,7 @@ from typing import Any, Callable
 
 import click
 
-from oloproof.cli.common import DB_HELP, console, handled, open_log
+from oloproof.cli.common import DB_HELP, check_output_path, console, handled, open_log
 
 
 def executor_options(fn: Callable) -> Callable:
@@ -59,11 +59,13 @@ def command(json_path: str | None, db: str | None, resume: str | None, durabilit
 
     with interruptible():  # Ctrl-C stops the command, whatever it is doing (an import included)
         pool = make_executor(concurrency=concurrency, workers=workers, executor=executor, scheduler=scheduler)
+        if json_path:
+            check_output_path(json_path)
         project = load_project(project_dir)
         info = project.prepare()  # every case, derived case and label checked before anything runs
         system = load_system(project)
         system.factory.check_slots(pool.slots_per_process)
-        out = console()
+        out = console(stderr=json_path == "-")  # `--json -`: stdout holds the JSON alone
         db_path = db or str(Path(project_dir) / ".oloproof" / "log.db")
         store = open_log(db_path, must_exist=resume is not None, durability=durability)
         if durability == "normal":

@@ -111,6 +111,12 @@ class CaseFile:
 
     def _parse(self, number: int, raw: bytes) -> SuiteCase:
         try:
+            return self._parse_line(number, raw)
+        except RecursionError as e:
+            raise CaseFileError(f"{self.path}:{number}: the case is nested too deeply to be read") from e
+
+    def _parse_line(self, number: int, raw: bytes) -> SuiteCase:
+        try:
             line = _FAST.decode(raw)
         except msgspec.DecodeError:
             line = None

@@ -105,7 +105,14 @@ class ProjectConfig(Strict):
     metamorphic: MetamorphicConfig | None = None
     release: str | None = None
     #: seconds a case (or one replay) may take; past it the case is missing (case_timeout)
-    timeout: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    timeout: float | None = Field(default=None, gt=0, le=7 * 24 * 3600, allow_inf_nan=False)
+
+    @field_validator("timeout", mode="before")
+    @classmethod
+    def _seconds(cls, v: Any) -> Any:
+        if isinstance(v, bool):
+            raise ValueError("must be a number of seconds, got a boolean")
+        return v
 
     @field_validator("evaluators")
     @classmethod

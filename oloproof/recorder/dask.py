@@ -150,7 +150,7 @@ class DaskExecutor(Executor):
             try:
                 with dask.config.set(quiet):
                     self._client = Client(self.scheduler, timeout="5s")
-            except (OSError, TimeoutError) as e:
+            except Exception as e:  # refused, unresolvable, a TLS address without certificates…
                 raise UsageError(f"--scheduler {self.scheduler}: cannot reach a Dask scheduler ({e})") from e
         else:
             # a worker that dies fails its task at once: the case it ran is recorded as

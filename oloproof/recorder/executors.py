@@ -23,13 +23,13 @@ import threading
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+from oloproof.errors import ConfigError
 from oloproof.recorder.case import install_task_factory
 from oloproof.recorder.jobs import Done, Job
 from oloproof.system import SystemFactory, SystemSlot
 
 if TYPE_CHECKING:
     import asyncio
-    from concurrent.futures import ThreadPoolExecutor
 
 #: how long past a job's own timeout an executor waits before it gives the job up for lost
 GRACE = 5.0
@@ -137,7 +137,7 @@ class ConcurrentExecutor(Executor):
         self._done: queue.SimpleQueue[Done] = queue.SimpleQueue()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: _DaemonPool | None = None
         self._slots: asyncio.Queue[SystemSlot] | None = None
         self._factory: SystemFactory | None = None
         self._async = False
@@ -148,16 +148,17 @@ class ConcurrentExecutor(Executor):
 
     def start(self, factory: SystemFactory, first_slot: SystemSlot | None = None) -> None:
         import asyncio
-        from concurrent.futures import ThreadPoolExecutor
 
         self._factory = factory
         slots = [first_slot or factory.make_slot()]  # the others are made when first needed
         self._made = 1
+        self._targets: set[int] = {id(slots[0].target)}
+        self._keep: list[Any] = [slots[0].target]
         self._async = slots[0].is_async
         loop = self._loop = asyncio.new_event_loop()
         install_task_factory(loop)
         if not self._async:
-            self._pool = ThreadPoolExecutor(self.n, thread_name_prefix="oloproof-slot")
+            self._pool = _DaemonPool(self.n)
         ready = threading.Event()
 
         def serve() -> None:
@@ -189,16 +190,15 @@ class ConcurrentExecutor(Executor):
         assert self._slots is not None and self._factory is not None
         if self._slots.empty() and self._made < self.n:
             self._made += 1
-            slot = self._factory.make_slot()
+            slot = self._new_slot()
         else:
             slot = await self._slots.get()
         try:
             if self._async:
                 inner = asyncio.ensure_future(job.kind.arun(slot, job.arg, job.timeout))
             else:
-                inner = asyncio.get_running_loop().run_in_executor(self._pool, run_job, slot, job)
-            limit = None if job.timeout is None else job.timeout + GRACE
-            finished, _ = await asyncio.wait({inner}, timeout=limit)
+                inner = self._pool.submit(asyncio.get_running_loop(), run_job, slot, job)
+            finished, _ = await asyncio.wait({inner}, timeout=job.limit(GRACE))
             if not finished:  # the case ignored its cancellation: give it and its sandbox up
                 slot.discard()
                 self._done.put(Done(job, job.kind.failed(job.arg, f"the case overran its timeout of "
@@ -210,8 +210,21 @@ class ConcurrentExecutor(Executor):
                 self._done.put(Done(job, error=e))
         finally:
             if slot.dead:
-                slot = self._factory.make_slot()
+                slot = self._new_slot()
             self._slots.put_nowait(slot)
+
+    def _new_slot(self) -> SystemSlot:
+        """A slot with an object no other slot holds: a factory that hands out one object
+        twice would let concurrent cases share a sandbox."""
+        assert self._factory is not None
+        slot = self._factory.make_slot()
+        if self._factory.factory is not None and id(slot.target) in self._targets:
+            raise ConfigError(f"system.factory {self._factory.factory_label or self._factory.label!r} returned an "
+                              "object it had returned before; it must return a fresh object each call "
+                              "(concurrent cases would share one sandbox)")
+        self._targets.add(id(slot.target))
+        self._keep.append(slot.target)  # alive, so that an id is never reused while compared
+        return slot
 
     def _poll(self, timeout: float | None) -> list[Done]:
         if self.outstanding == 0:
@@ -233,18 +246,70 @@ class ConcurrentExecutor(Executor):
         if cancel:
             import asyncio
 
-            def stop_all() -> None:
-                for task in asyncio.all_tasks(loop):
+            async def stop_all() -> None:  # cancel what runs, and let it unwind (briefly)
+                tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+                for task in tasks:
                     task.cancel()
-            loop.call_soon_threadsafe(stop_all)
+                if tasks:
+                    await asyncio.wait(tasks, timeout=2.0)
+
+            try:
+                asyncio.run_coroutine_threadsafe(stop_all(), loop).result(timeout=3.0)
+            except Exception:
+                pass
         loop.call_soon_threadsafe(loop.stop)
         if self._thread is not None:
             self._thread.join(timeout=None if not cancel else 2.0)
         if self._pool is not None:
-            self._pool.shutdown(wait=not cancel, cancel_futures=True)
+            self._pool.shutdown()
         if not loop.is_running():
             loop.close()
         self._loop = None
 
     def describe(self) -> str:
         return f"concurrent ({self.n} {'tasks' if self._async else 'threads'})"
+
+
+class _DaemonPool:
+    """N daemon threads running sync jobs for the event loop. Daemon threads, unlike a
+    ``ThreadPoolExecutor``'s, do not hold the process at exit: a run that stops (Ctrl-C) does
+    not wait for the cases still running in them."""
+
+    def __init__(self, n: int):
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._threads = [threading.Thread(target=self._serve, name=f"oloproof-slot-{i}", daemon=True)
+                         for i in range(n)]
+        self._started = 0
+
+    def submit(self, loop: Any, fn: Any, *args: Any) -> Any:
+        if self._started < len(self._threads):  # threads start as work comes
+            self._threads[self._started].start()
+            self._started += 1
+        future = loop.create_future()
+        self._queue.put((loop, future, fn, args))
+        return future
+
+    def _serve(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            loop, future, fn, args = item
+            try:
+                result, error = fn(*args), None
+            except BaseException as e:  # handed to the loop's future
+                result, error = None, e
+            loop.call_soon_threadsafe(_settle_future, future, result, error)
+
+    def shutdown(self) -> None:
+        for _ in range(self._started):
+            self._queue.put(None)
+
+
+def _settle_future(future: Any, result: Any, error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)

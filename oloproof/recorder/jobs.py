@@ -70,6 +70,13 @@ class Job:
     arg: Any
     timeout: float | None = None
     tag: Any = field(default=None, repr=False)
+    #: how many recordings the job may make, each bounded by ``timeout`` (a replay job: a
+    #: control and a fault replay per fault)
+    units: int = 1
+
+    def limit(self, grace: float) -> float | None:
+        """Past this many seconds the job is given up for lost."""
+        return None if self.timeout is None else self.timeout * self.units + grace
 
 
 @dataclass(eq=False)

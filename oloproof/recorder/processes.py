@@ -183,7 +183,7 @@ class ProcessExecutor(Executor):
         if not busy:
             return
         now = time.monotonic()
-        limits = [w.started + w.batch[0].timeout + GRACE for w in busy if w.batch[0].timeout is not None]
+        limits = [w.started + w.batch[0].limit(GRACE) for w in busy if w.batch[0].timeout is not None]
         wait_for = timeout
         if limits:
             wait_for = max(0.0, min(limits) - now) if wait_for is None else min(wait_for, max(0.0, min(limits) - now))
@@ -200,7 +200,7 @@ class ProcessExecutor(Executor):
                 self._read(w)  # what it sent before it died is a result, not a loss
                 if w.batch:
                     self._lost(w, "worker_died", self._death(w))
-            elif w.batch and w.batch[0].timeout is not None and now > w.started + w.batch[0].timeout + GRACE:
+            elif w.batch and w.batch[0].timeout is not None and now > w.started + w.batch[0].limit(GRACE):
                 w.process.kill()
                 w.process.join()
                 self._lost(w, "case_timeout", f"the case overran its timeout of {w.batch[0].timeout:g} s "

@@ -152,8 +152,10 @@ def record(slot: SystemSlot, recorder: CaseRecorder, invoke: Callable[[], Any], 
     """Record one run of ``invoke()`` (the system's call, or its replay) with ``recorder`` as
     ``current_case()``. An ``async def`` system is run to completion on this thread's loop."""
     if slot.is_async:
-        return _loop().run_until_complete(arecord(slot, recorder, invoke, reset_to=reset_to,
-                                                  timeout=timeout, what=what))
+        work = arecord(slot, recorder, invoke, reset_to=reset_to, timeout=timeout, what=what)
+        if timeout is None:
+            return _loop().run_until_complete(work)
+        return _loop().run_until_complete(_at_most(work, timeout, slot, recorder))
     output: Any = None
     error = kind = None
     token = _CURRENT.set(recorder)
@@ -205,6 +207,20 @@ async def arecord(slot: SystemSlot, recorder: CaseRecorder, invoke: Callable[[],
             task.uncancel()
     await _settle(recorder)
     return _finish(slot, recorder, output, error, kind)
+
+
+async def _at_most(work: Any, timeout: float, slot: SystemSlot, recorder: CaseRecorder) -> Recording:
+    """An async case that ignores its cancellation is given up a few seconds past its
+    deadline (left behind with its sandbox), so that the run goes on."""
+    import asyncio
+
+    task = asyncio.ensure_future(work)
+    done, _ = await asyncio.wait({task}, timeout=timeout + 2 * REPEAT)
+    if done:
+        return task.result()
+    slot.discard()
+    return _finish(slot, recorder, None, f"the case overran its timeout of {timeout:g} s and did not stop",
+                   "case_timeout")
 
 
 async def _settle(recorder: CaseRecorder) -> None:
@@ -307,7 +323,8 @@ def _alarm(fn: Callable[[], Any], timeout: float) -> Any:
         raise CaseTimeout
 
     previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, timeout)
+    # and again every few seconds, for a case that swallows the first one and goes on
+    signal.setitimer(signal.ITIMER_REAL, timeout, REPEAT)
     try:
         result = fn()
     finally:
@@ -318,6 +335,7 @@ def _alarm(fn: Callable[[], Any], timeout: float) -> Any:
     return result
 
 
+REPEAT = 2.0  # seconds between further interruptions of a case past its deadline
 _LOOPS = threading.local()
 
 
