@@ -18,14 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from suites import spread, timed  # noqa: E402
 
 APP = '''\
 import asyncio
@@ -67,19 +66,6 @@ def make_suite(folder: Path, n: int, calls: int, latency: float) -> Path:
         for i in range(n):
             fh.write(json.dumps({"id": f"case_{i:06d}", "input": {"n": i}, "expected": {"answer": "done"}}) + "\n")
     return folder
-
-
-def timed(cmd: list[str], cwd: Path) -> float:
-    t0 = time.perf_counter()
-    p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
-    dt = time.perf_counter() - t0
-    if p.returncode not in (0, 1):
-        raise SystemExit(f"{cmd} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
-    return dt
-
-
-def spread(values: list[float]) -> str:
-    return f"{statistics.median(values):.2f} [{min(values):.2f}–{max(values):.2f}]"
 
 
 def main() -> None:

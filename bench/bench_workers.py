@@ -11,33 +11,17 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from suites import scaled_example  # noqa: E402
+from suites import scaled_example, spread, timed  # noqa: E402
 
 
 def make_suite(folder: Path, n: int) -> Path:
     """The example, its 40 requests repeated (each copy a distinct case) up to ``n`` cases."""
     return scaled_example("support_agent", folder, n)
-
-
-def timed(cmd: list[str], cwd: Path) -> float:
-    t0 = time.perf_counter()
-    p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
-    dt = time.perf_counter() - t0
-    if p.returncode not in (0, 1):
-        raise SystemExit(f"{cmd} failed ({p.returncode}):\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
-    return dt
-
-
-def spread(values: list[float]) -> str:
-    return f"{statistics.median(values):.2f} [{min(values):.2f}–{max(values):.2f}]"
 
 
 MODES = {"serial": [], "workers": ["--workers", "2"], "dask": ["--executor", "dask", "--workers", "2"]}

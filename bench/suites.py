@@ -1,9 +1,13 @@
-"""Shared by the benchmarks: a packaged example scaled to any number of cases."""
+"""Shared by the benchmarks: a packaged example scaled to any number of cases, a timed
+whole process, a median with its range."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import statistics
+import subprocess
+import time
 from pathlib import Path
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -22,3 +26,18 @@ def scaled_example(name: str, folder: Path, n: int) -> Path:
             case["input"] = {**case["input"], "copy": i}
             fh.write(json.dumps(case) + "\n")
     return folder
+
+
+def timed(cmd: list[str], cwd: Path) -> float:
+    """Wall time of a whole process (exit 0 or 1 — a blocked gate — expected)."""
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    dt = time.perf_counter() - t0
+    if p.returncode not in (0, 1):
+        raise SystemExit(f"{cmd} failed ({p.returncode}):\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
+    return dt
+
+
+def spread(values: list[float]) -> str:
+    """The median and the range of a benchmark's rounds."""
+    return f"{statistics.median(values):.2f} [{min(values):.2f}–{max(values):.2f}]"

@@ -360,6 +360,7 @@ class TestReplayCommand:
         (["--fault", "refnd:error"], "did you mean 'refund'"),
         (["--fault", "refund:error", "--run", "nope"], "no run 'nope'"),
         (["--fault", "refund:error", "--case", "nope"], "has no case 'nope'"),
+        (["--fault", "refund:error", "--fault", "refund:timeout"], "one fault at a time"),
     ])
     def test_bad_input_exit_2_nothing_written(self, cli, ran, args, needle):
         before = self.events(ran)

@@ -17,8 +17,8 @@ from oloproof.cli.run import executor_options
 
 
 @click.command("replay")
-@click.option("--fault", "fault_spec", required=True, metavar="TOOL:KIND",
-              help="The call to fault and how: KIND is error, timeout or malformed.")
+@click.option("--fault", "fault_specs", required=True, multiple=True, metavar="TOOL:KIND",
+              help="The call to fault and how: KIND is error, timeout or malformed (one fault a replay).")
 @click.option("--case", "case_ids", multiple=True, metavar="ID", help="Only these cases (repeatable).")
 @click.option("--run", "run", default="latest", show_default=True, help="The stored run to replay.")
 @click.option("--escalate", "escalate", multiple=True, metavar="TOOL",
@@ -31,7 +31,7 @@ from oloproof.cli.run import executor_options
               help="Project folder holding oloproof.yaml.")
 @executor_options
 @handled
-def command(fault_spec: str, case_ids: tuple[str, ...], run: str, escalate: tuple[str, ...],
+def command(fault_specs: tuple[str, ...], case_ids: tuple[str, ...], run: str, escalate: tuple[str, ...],
             json_path: str | None, allow_version_change: bool, db: str | None, project_dir: str,
             concurrency: int | None, workers: int | None, executor: str | None, scheduler: str | None) -> None:
     """Replay a stored run with one tool result faulted, after a control replay.
@@ -46,6 +46,12 @@ def command(fault_spec: str, case_ids: tuple[str, ...], run: str, escalate: tupl
     """
     from oloproof.app.replay import replay_run
     from oloproof.app.run import interruptible, make_executor
+    from oloproof.errors import UsageError
+
+    if len(fault_specs) > 1:  # one primary fault per replay
+        raise UsageError(f"--fault was given {len(fault_specs)} times ({', '.join(fault_specs)}); "
+                         "replay one fault at a time")
+    fault_spec = fault_specs[0]
 
     pool = make_executor(concurrency=concurrency, workers=workers, executor=executor, scheduler=scheduler)
     store = None
