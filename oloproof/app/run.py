@@ -387,6 +387,7 @@ def run_suite(project: Project, system: LoadedSystem, store: EventStore, info: S
         driver.loop(resuming=resume is not None)
         stopped = False
     finally:
+        gc.unfreeze()  # a long-lived process (a notebook, a test) collects them again
         executor.close(cancel=stopped)
         if stopped:  # keep what was judged: the projections catch up on resume anyway
             with contextlib.suppress(Exception):
