@@ -367,12 +367,12 @@ def run_suite(project: Project, system: LoadedSystem, store: EventStore, info: S
     # what start-up built (modules, config, the system) lives as long as the run: keep the
     # garbage collector from walking it again after every few thousand allocations
     gc.freeze()
-    # workers start before anything is written: a cluster that cannot be reached, or a
-    # system that cannot be shared, leaves the log untouched. The run's configuration goes
-    # with the factory, for the cases its workers judge (oloproof.app.jobs).
-    executor.start(dataclasses.replace(system.factory, context=driver.config), system.slot)
     stopped = True
     try:
+        # workers start before anything is written: a cluster that cannot be reached, or a
+        # system that cannot be shared, leaves the log untouched. The run's configuration goes
+        # with the factory, for the cases its workers judge (oloproof.app.jobs).
+        executor.start(dataclasses.replace(system.factory, context=driver.config), system.slot)
         if resume is None:
             driver.run_id = driver.start(info, durability)
         else:
