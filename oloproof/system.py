@@ -221,10 +221,6 @@ class SystemSlot:
     def version(self) -> str:
         return self.factory.version
 
-    @property
-    def stateful(self) -> bool:
-        return self.instance is not None
-
     def discard(self) -> None:
         """Give up this slot's system object (a case timed out inside it)."""
         self.dead = True

@@ -112,13 +112,3 @@ def rebuild_projections(store: EventStore) -> None:
     store.rebuild_projections(RunProjector(store))
     if hasattr(store, "projections_stale"):
         store.projections_stale = False
-
-
-def judged_case(store: EventStore, run: StoredRun, suite: SuiteEvaluation, case_id: str) -> tuple[CaseView, CaseResult]:
-    """One stored case with its evidence, and its result."""
-    from oloproof.app.runs import case_view
-
-    evidence = RunEvidence(store, run, suite)
-    view = evidence.with_evidence(case_view(store, run.run_id, case_id))
-    return view, suite.evaluate(view, replays=view.replays, pair_source=view.pair_source)
-

@@ -86,9 +86,8 @@ def replay_run(store: EventStore, project_dir: str, run_id: str, fault_spec: str
     executed = looked_up = 0
     results: dict[str, dict[str, Any]] = {}
 
-    def judge(view: CaseView, extra: dict[str, Any]) -> None:
+    def judge(view: CaseView, replays: Any) -> None:
         nonlocal looked_up
-        replays = cache.collect(view, [spec], extra=extra)
         verdict, reason = suite.evaluate(view, replays=replays, pair_source=None).verdicts[0]
         entry: dict[str, Any] = {"case_id": view.case_id, "verdict": verdict}
         if reason:
@@ -127,15 +126,15 @@ def replay_run(store: EventStore, project_dir: str, run_id: str, fault_spec: str
                     break
                 order.append(view.case_id)
                 missing: list[Needed] = []
-                cache.collect(view, [spec], missing=missing)
+                found: dict[str, list[bytes]] = {}
+                replays = cache.collect(view, [spec], missing=missing, found=found)
                 if not missing:
-                    judge(view, {})
+                    judge(view, replays)
                     continue
                 payloads = [e.payload for e in store.read_stream(f"{run_id}/{view.case_id}")]
-                found = {n.key: cache.payloads(n.key) for n in missing}  # none: the job runs them
-                job_id += 1
+                job_id += 1  # the job runs what is missing, given what is stored
                 executor.submit(Job(job_id, REPLAY_JOB, ReplayArgs(f"{run_id}/{view.case_id}", payloads,
-                                                                   [(tool, kind)], {k: v for k, v in found.items() if v}),
+                                                                   [(tool, kind)], found),
                                     project.config.timeout, view, 2))
             if executor.outstanding == 0 and exhausted:
                 break
@@ -147,8 +146,8 @@ def replay_run(store: EventStore, project_dir: str, run_id: str, fault_spec: str
                 if new:
                     store.commit([StreamAppend(x.stream, 0, x.payloads, x.types) for x in new])
                 executed += len(new)
-                judge(done.job.tag, {x.stream[len(PREFIX):]: fold_replay(decode_many(x.payloads), x.stream)
-                                     for x in streams})
+                extra = {x.stream[len(PREFIX):]: fold_replay(decode_many(x.payloads), x.stream) for x in streams}
+                judge(done.job.tag, cache.collect(done.job.tag, [spec], extra=extra))
         stopped = False
     finally:
         executor.close(cancel=stopped)

@@ -53,7 +53,7 @@ from oloproof.recorder.jobs import Done, Job
 from oloproof.recorder.record import CASE_JOB, CaseArgs
 from oloproof.replay.cache import ReplayCache
 from oloproof.replay.engine import PREFIX, REPLAY_JOB, ReplayArgs
-from oloproof.replay.plan import Needed, collect
+from oloproof.replay.plan import Needed
 from oloproof.store.base import EventStore, StreamAppend
 from oloproof.views import NO_REPLAYS, CaseView, Replays, fold_case, fold_replay
 
@@ -298,15 +298,7 @@ class _Driver:
             return
         missing: list[Needed] = []
         found: dict[str, list[bytes]] = {}
-
-        def lookup(key: str) -> Any:
-            stored = self.replays.payloads(key)
-            if stored is None:
-                return None
-            found[key] = stored
-            return fold_replay(decode_stream(PREFIX + key, stored), PREFIX + key)
-
-        replays = collect(view, self.suite.fault_specs, self.system.name, self.system.version, lookup, missing)
+        replays = self.replays.collect(view, self.suite.fault_specs, missing=missing, found=found)
         if not missing:
             self._ready(view, replays)
             return

@@ -361,9 +361,6 @@ class CaseRecorder:
     def recorded_trajectory(self) -> bool:
         return self._hand_built or self._touched
 
-    def step_count(self) -> int:
-        return len(self._steps)
-
     def trajectory_events(self) -> list[Event]:
         """The trajectory's events in canonical order (empty when nothing was recorded)."""
         if not self.recorded_trajectory:

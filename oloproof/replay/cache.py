@@ -35,13 +35,19 @@ class ReplayCache:
         return fold_replay(decode_stream(PREFIX + key, payloads), PREFIX + key)
 
     def collect(self, case: CaseView, specs: Iterable[FaultSpec],
-                extra: dict[str, ReplayView] | None = None,
-                missing: list[Needed] | None = None) -> dict[tuple[str, str], FaultReplays]:
-        """The case's replays as stored (nothing runs); ``missing`` receives what is not."""
+                extra: dict[str, ReplayView] | None = None, missing: list[Needed] | None = None,
+                found: dict[str, list[bytes]] | None = None) -> dict[tuple[str, str], FaultReplays]:
+        """The case's replays as stored (nothing runs). ``missing`` receives what is not;
+        ``found``, the stored streams that were read (what a replay job is given)."""
         def lookup(key: str) -> ReplayView | None:
             if extra and key in extra:
                 return extra[key]
-            return self.read(key)
+            payloads = self.payloads(key)
+            if payloads is None:
+                return None
+            if found is not None:
+                found[key] = payloads
+            return fold_replay(decode_stream(PREFIX + key, payloads), PREFIX + key)
 
         return collect(case, specs, self.system_name, self.version, lookup, missing)
 

@@ -32,12 +32,6 @@ class QuantileInterval:
     excluded: int
 
 
-def sample_quantile(sorted_values: Sequence[float], q: float) -> float:
-    n = len(sorted_values)
-    rank = max(1, math.ceil(n * q - 1e-12))
-    return sorted_values[rank - 1]
-
-
 def _kth(items: list[tuple[float, int]], k: int) -> float:
     """The k-th smallest (1-based) of the values given as sorted (value, count) pairs."""
     seen = 0
