@@ -553,3 +553,25 @@ def test_a_factory_that_does_not_make_fresh_sandboxes_stops_the_run_with_exit_2(
     cfg.write_text(cfg.read_text().replace("callable: app:Box", f"callable: app:Box, factory: app:{factory}"))
     r = cli("run", "--concurrency", "5", cwd=p)
     assert r.exit_code == 2 and needle in r.output, r.output
+
+
+def test_a_slot_thread_finishing_after_the_run_stopped_stays_quiet():
+    """Ctrl-C under --concurrency closes the event loop while sync cases still run on their
+    threads: a case finishing then must not print a traceback (a flaky Ctrl-C test found it)."""
+    import asyncio
+    import threading
+
+    from oloproof.recorder.executors import _DaemonPool
+
+    raised = []
+    previous = threading.excepthook
+    threading.excepthook = lambda args: raised.append(args.exc_value)
+    try:
+        pool = _DaemonPool(1)
+        loop = asyncio.new_event_loop()
+        pool.submit(loop, time.sleep, 0.2)
+        loop.close()
+        time.sleep(0.5)
+    finally:
+        threading.excepthook = previous
+    assert raised == []

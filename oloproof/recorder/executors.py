@@ -299,7 +299,10 @@ class _DaemonPool:
                 result, error = fn(*args), None
             except BaseException as e:  # handed to the loop's future
                 result, error = None, e
-            loop.call_soon_threadsafe(_settle_future, future, result, error)
+            try:
+                loop.call_soon_threadsafe(_settle_future, future, result, error)
+            except RuntimeError:  # the loop is closed: the run stopped while this case ran
+                return
 
     def shutdown(self) -> None:
         for _ in range(self._started):
