@@ -11,6 +11,7 @@ the run is the stream ``<run_id>/<case_id>``, written in one transaction when th
 from __future__ import annotations
 
 import hashlib
+import hmac
 from typing import Any, Callable, Union
 
 import msgspec
@@ -46,6 +47,9 @@ class RunStarted(Event, frozen=True, tag="run_started.v1"):
     case_count: int
     started_at: str
     durability: str = "full"
+    #: SHA-256 over the system's module and the project's own Python files: replays are
+    #: keyed by it, so changing the agent's code re-runs its replays ("" in older logs)
+    code_digest: str = ""
 
 
 class RunResumed(Event, frozen=True, tag="run_resumed.v1"):
@@ -57,6 +61,23 @@ class RunFinished(Event, frozen=True, tag="run_finished.v1"):
     run_id: str
     finished_at: str
     cases_committed: int
+
+
+class RunSealed(Event, frozen=True, tag="run_sealed.v1"):
+    """Ends a finished run (it replaces ``run_finished`` in logs since the seal): the streams
+    the run wrote or relied on, each with its length and the head of its chain, and a digest
+    over them all (:func:`seal_digest`). ``oloproof audit verify`` checks a run against it, and
+    the digest, kept outside the log (``--expect``), anchors the run against a rewrite."""
+
+    run_id: str
+    finished_at: str
+    case_count: int  # cases the suite held
+    cases_committed: int
+    #: stream -> [events, first 16 hex digits of its head digest]: case streams are named by
+    #: their case id (``<run_id>/<case id>``), replay streams in full (``replay/<key>``)
+    streams: dict[str, list[Any]]
+    scheme: str  # sha256 | hmac-sha256: how the chain and the digest are computed
+    digest: str  # "<scheme>:<hex>"
 
 
 class CaseStarted(Event, frozen=True, tag="case_started.v1"):
@@ -129,6 +150,7 @@ class ReplayStarted(Event, frozen=True, tag="replay_started.v1"):
     checkpoint_digest: str = ""
     change: Any = None  # {"step_index", "tool_name", "fault", "result"} for a fault replay
     method: str = "tape"  # tape (built-in, @tool) | replayable (the system's own replay)
+    code_digest: str = ""  # of the system's code (see RunStarted.code_digest)
 
 
 class ReplayFinished(Event, frozen=True, tag="replay_finished.v1"):
@@ -149,6 +171,7 @@ AnyEvent = Union[
     RunStarted,
     RunResumed,
     RunFinished,
+    RunSealed,
     CaseStarted,
     StepRecorded,
     ConstraintRecorded,
@@ -212,15 +235,33 @@ def decode_stream(stream: str, payloads: list[bytes], start: int = 0) -> list[Ev
     return out
 
 
-def chain_digest(previous: str, stream: str, sequence: int, payload: bytes) -> str:
-    """The hash-chain digest of one event: SHA-256 over the previous digest, the stream, the
-    sequence and the canonical payload (so no event can be altered, moved or dropped unseen)."""
-    return chain_digests(previous, stream, sequence, (payload,))[0]
+#: chain schemes: plain SHA-256 (anyone can recompute it) or HMAC-SHA256 under a key that
+#: stays outside the log (``OLOPROOF_LOG_KEY``)
+SHA256, HMAC_SHA256 = "sha256", "hmac-sha256"
 
 
-def chain_digests(previous: str, stream: str, start: int, payloads: Any) -> list[str]:
+def scheme_of(key: bytes | None) -> str:
+    return SHA256 if key is None else HMAC_SHA256
+
+
+def chain_digest(previous: str, stream: str, sequence: int, payload: bytes, key: bytes | None = None) -> str:
+    """The hash-chain digest of one event: SHA-256 (HMAC-SHA256 under ``key``) over the
+    previous digest, the stream, the sequence and the canonical payload (so no event can be
+    altered, moved or dropped unseen)."""
+    return chain_digests(previous, stream, sequence, (payload,), key)[0]
+
+
+def chain_digests(previous: str, stream: str, start: int, payloads: Any, key: bytes | None = None) -> list[str]:
     """Digests of consecutive events of one stream, continuing from ``previous``."""
-    sha256 = hashlib.sha256
+    if key is None:
+        sha256: Any = hashlib.sha256
+    else:
+        base = hmac.new(key, digestmod=hashlib.sha256)
+
+        def sha256(data: bytes = b"") -> Any:
+            h = base.copy()
+            h.update(data)
+            return h
     join = b"".join
     tag = b"\x00" + stream.encode() + b"\x00"
     out = []
@@ -235,3 +276,14 @@ def chain_digests(previous: str, stream: str, start: int, payloads: Any) -> list
         out.append(previous)
         seq += 1
     return out
+
+
+def seal_digest(run_id: str, run_head: tuple[int, str], heads: dict[str, tuple[int, str]],
+                key: bytes | None = None) -> str:
+    """The digest a seal records: over the run stream's head before the seal and the full
+    head (length, last digest) of every stream the run wrote or relied on, in name order."""
+    body = canonical_json({"run": run_id, "run_head": list(run_head),
+                           "streams": sorted([s, n, d] for s, (n, d) in heads.items())})
+    if key is None:
+        return SHA256 + ":" + hashlib.sha256(body).hexdigest()
+    return HMAC_SHA256 + ":" + hmac.new(key, body, hashlib.sha256).hexdigest()

@@ -52,3 +52,9 @@ def write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     return path
+
+
+@pytest.fixture(autouse=True)
+def _no_log_key(monkeypatch):
+    """A developer's OLOPROOF_LOG_KEY must not key the tests' logs (tests that need one set it)."""
+    monkeypatch.delenv("OLOPROOF_LOG_KEY", raising=False)

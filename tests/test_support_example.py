@@ -45,13 +45,17 @@ def test_run_prints_the_seed_table(ran):
         match = [r for r in rows if r[:4] == [slice_, crit, rate, interval]]
         assert match and match[0][4].startswith(counts), (slice_, crit)
     gate = [r for r in rows if r and r[0] == "no-deletion"]
-    assert gate == [["no-deletion", "agent_constraints_satisfied", "FAIL", "observed_failures_exceed_limit"]]
+    assert gate == [["no-deletion", "agent_constraints_satisfied", "FAIL", "observed_failures_exceed_limit",
+                     "3 failures > 0 allowed"]]
 
 
 def test_json_results_follow_the_contract(ran):
     project, _ = ran
     data = json.loads((project / "results.json").read_text())
-    assert set(data) == {"run_id", "system", "criteria", "metrics", "slices", "cases", "gate"}
+    assert set(data) == {"run_id", "system", "criteria", "metrics", "slices", "cases", "gate", "complete",
+                         "cases_committed", "cases_expected", "log_digest"}
+    assert (data["complete"], data["cases_committed"], data["cases_expected"]) == (True, 40, 40)
+    assert re.fullmatch(r"sha256:[0-9a-f]{64}", data["log_digest"])
     assert data["system"] == {"name": "support-agent", "version": "slice-e-example"}
     first = data["criteria"][0]
     assert {k: first[k] for k in ("criterion", "passed", "observed", "missing", "excluded", "method")} == {

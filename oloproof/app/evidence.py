@@ -44,7 +44,7 @@ class RunEvidence:
     def __init__(self, store: EventStore, run: StoredRun, suite: SuiteEvaluation):
         self.store, self.run, self.suite = store, run, suite
         s = run.started
-        self.replays = ReplayCache(store, s.system_name, s.system_version)
+        self.replays = ReplayCache(store, s.system_name, s.system_version, s.code_digest)
         self.pairs = PairSources(store, run.run_id)
 
     def evidence(self, view: CaseView) -> tuple[Replays, CaseView | None]:
@@ -71,38 +71,22 @@ def accumulator(run: StoredRun, suite: SuiteEvaluation, keep_cases: bool) -> Acc
                        cluster_size=1 + len(metamorphic.get("transforms", [])))
 
 
-def evaluate_run(store: EventStore, run_id: str, suite: SuiteEvaluation, eval_key: str | None = None,
-                 keep_cases: bool = True) -> Summary:
-    """Evaluate a stored run from its events (nothing runs).
+def evaluate_run(store: EventStore, run_id: str, suite: SuiteEvaluation, keep_cases: bool = True) -> Summary:
+    """Evaluate a stored run from its events and replay streams alone (nothing runs, and no
+    derived table is read: a decision never rests on a cache).
 
-    With ``eval_key`` (see :func:`~oloproof.app.projections.evaluation_key`) the per-case
-    results are cached in the ``evaluations`` projection: when every committed case has a row
-    for that key, they are read back instead of decoding events and replays again.
-    """
-    from oloproof.app.projections import cacheable, decode_result, encode_result
+    The run is audited first (:func:`~oloproof.app.audit.require_intact`): a run whose
+    chains or seal do not hold is refused. A run that is not sealed has its unrecorded cases
+    counted as missing, and its gate cannot pass (``run_incomplete``)."""
+    from oloproof.app.audit import require_intact
 
-    criteria = suite.criteria
+    audit = require_intact(store, run_id)
     run = load_run(store, run_id)
     acc = accumulator(run, suite, keep_cases)
-    if eval_key is not None:
-        cached = store.count("evaluations", run_id=run_id, eval_key=eval_key)
-        if cached and cached == store.count_streams(run_id + "/"):
-            for r in store.iter_projection("evaluations", run_id=run_id, eval_key=eval_key):
-                acc.add(decode_result(r["case_id"], r["position"], r["result"], criteria))
-            return acc.summary()
     judge = RunEvidence(store, run, suite).judge
-    rows: list[tuple] = []
     for view in iter_case_views(store, run_id):
-        result = judge(view)
-        acc.add(result)
-        if eval_key is not None and cacheable(result):
-            rows.append((run_id, eval_key, result.case_id, result.position, encode_result(result, criteria)))
-            if len(rows) >= 2000:
-                store.commit((), {"evaluations": rows})
-                rows = []
-    if rows:
-        store.commit((), {"evaluations": rows})
-    return acc.summary()
+        acc.add(judge(view))
+    return acc.summary(expected=run.started.case_count, complete=audit.complete)
 
 
 def rebuild_projections(store: EventStore) -> None:

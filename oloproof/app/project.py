@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -146,6 +147,7 @@ class LoadedSystem:
 
     factory: SystemFactory
     slot: SystemSlot
+    code_digest: str = ""
 
     @property
     def name(self) -> str:
@@ -186,7 +188,46 @@ def load_system(project: Project) -> LoadedSystem:
     except ConfigError as e:
         key = "factory" if cfg.factory else "callable"
         raise ConfigError(f"{project.locator.where(('system', key))}: {e}") from e
-    return LoadedSystem(factory, slot)
+    return LoadedSystem(factory, slot, code_digest(project.root, obj))
+
+
+#: folders never part of a project's own code
+_NOT_CODE = {"__pycache__", "node_modules", "site-packages", "dist", "build"}
+MAX_CODE_FILES = 2000
+
+
+def code_digest(root: Path, target: Any) -> str:
+    """SHA-256 over the system's module file and the project's own Python files (hidden
+    folders, virtual environments and caches aside): replays are keyed by it, so changing
+    the agent's code without changing its ``version`` still re-runs its replays."""
+    files: set[Path] = set()
+    module = sys.modules.get(getattr(target, "__module__", "") or "")
+    source = getattr(module, "__file__", None)
+    if source:
+        files.add(Path(source).resolve())
+    count = 0
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in _NOT_CODE
+                             and not (Path(dirpath) / d / "pyvenv.cfg").exists())
+        for name in sorted(filenames):
+            if name.endswith(".py"):
+                files.add((Path(dirpath) / name).resolve())
+                count += 1
+        if count > MAX_CODE_FILES:
+            break
+    h = hashlib.sha256()
+    base = root.resolve()
+    for path in sorted(files):
+        try:
+            data = path.read_bytes()
+        except OSError:
+            continue
+        try:
+            name = str(path.relative_to(base))
+        except ValueError:
+            name = path.name
+        h.update(name.encode() + b"\x00" + hashlib.sha256(data).digest())
+    return h.hexdigest()
 
 
 def declared_tools(factory: SystemFactory) -> set[str]:

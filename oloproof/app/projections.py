@@ -3,7 +3,7 @@ carries its verdicts).
 
 A run writes these rows in batches after its cases commit; the :class:`RunProjector` derives
 the very same rows from the log alone, which is how ``oloproof audit rebuild`` drops and
-rebuilds them.
+rebuilds them. They serve browsing and SQL (the ``verdicts`` view); no decision reads them.
 """
 
 from __future__ import annotations
@@ -11,11 +11,10 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-import msgspec
 
 from oloproof.errors import CorruptLogError
 from oloproof.evaluate.engine import CaseResult
-from oloproof.events import RunFinished, RunStarted, canonical_json, decode_stream
+from oloproof.events import RunFinished, RunSealed, RunStarted, canonical_json, decode_stream
 from oloproof.store.base import EventStore, StoredEvent
 from oloproof.views import CaseView, fold_case
 
@@ -30,7 +29,7 @@ def run_eval_key(started: RunStarted) -> str:
     return evaluation_key(started.config_digest, started.system_version)
 
 
-def run_row(started: RunStarted, finished: RunFinished | None) -> tuple:
+def run_row(started: RunStarted, finished: RunSealed | RunFinished | None) -> tuple:
     return (
         started.run_id,
         started.system_name,
@@ -51,19 +50,6 @@ def encode_result(result: CaseResult, criteria: list[str]) -> str:
         "paths": list(result.paths),
         "cluster": result.cluster,
     }).decode()
-
-
-def decode_result(case_id: str, position: int, text: str | bytes, criteria: list[str]) -> CaseResult:
-    from oloproof.evaluate.base import _verdict
-    from oloproof.evaluate.state import PathCheck
-
-    data = msgspec.json.decode(text)
-    verdicts = tuple(_verdict(*data["verdicts"][c]) if data["verdicts"][c][0] in ("missing", "excluded")
-                     else tuple(data["verdicts"][c]) for c in criteria)
-    values = tuple(tuple(v) if isinstance(v, list) else v for v in data["values"])
-    paths = tuple(msgspec.convert(p, PathCheck) for p in data["paths"])
-    return CaseResult(case_id, position, verdicts, values, tuple(data["groups"]), paths,  # type: ignore[arg-type]
-                      data.get("cluster"))
 
 
 def cacheable(result: CaseResult) -> bool:
@@ -107,7 +93,7 @@ class RunProjector:
             started = events[0]
             if not isinstance(started, RunStarted):
                 raise CorruptLogError(f"run stream {stream!r} does not begin with run_started")
-            finished = next((e for e in events if isinstance(e, RunFinished)), None)
+            finished = next((e for e in events if isinstance(e, (RunSealed, RunFinished))), None)
             run = StoredRun(started, finished, [], len(events))
             self._runs = {run_id: (RunEvidence(self.store, run, suite_from_stored(started.config)),
                                    run_eval_key(started))}

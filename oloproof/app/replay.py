@@ -7,8 +7,10 @@ a ``fault_recovery`` evaluator through the one evaluation path.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
+from oloproof.app.evidence import accumulator
 from oloproof.app.project import declared_tools, load_project, load_system
 from oloproof.app.runs import iter_case_views, load_run
 from oloproof.config.locate import did_you_mean
@@ -79,16 +81,21 @@ def replay_run(store: EventStore, project_dir: str, run_id: str, fault_spec: str
         {"type": "fault_recovery", "tool": tool, "fault": kind, "escalate_tools": escalate_tools}))
     suite = SuiteEvaluation([evaluator], [], [], 1, None)
     spec = FaultSpec(tool, kind)
-    cache = ReplayCache(store, system.name, system.version)
+    cache = ReplayCache(store, system.name, system.version, system.code_digest)
     executor = executor or SerialExecutor()
     system.factory.check_slots(executor.slots_per_process)
 
     executed = looked_up = 0
     results: dict[str, dict[str, Any]] = {}
+    # the rate and its interval as a run computes them: cluster-aware when the run's cases
+    # share clusters (a source and its derived cases), exact otherwise
+    acc = accumulator(stored, suite, keep_cases=False)
 
     def judge(view: CaseView, replays: Any) -> None:
         nonlocal looked_up
-        verdict, reason = suite.evaluate(view, replays=replays, pair_source=None).verdicts[0]
+        result = suite.evaluate(view, replays=replays, pair_source=None)
+        acc.add(result)
+        verdict, reason = result.verdicts[0]
         entry: dict[str, Any] = {"case_id": view.case_id, "verdict": verdict}
         if reason:
             entry["reason"] = reason
@@ -134,7 +141,8 @@ def replay_run(store: EventStore, project_dir: str, run_id: str, fault_spec: str
                 payloads = [e.payload for e in store.read_stream(f"{run_id}/{view.case_id}")]
                 job_id += 1  # the job runs what is missing, given what is stored
                 executor.submit(Job(job_id, REPLAY_JOB, ReplayArgs(f"{run_id}/{view.case_id}", payloads,
-                                                                   [(tool, kind)], found),
+                                                                   [(tool, kind)], found,
+                                                                   system.code_digest),
                                     project.config.timeout, view, 2))
             if executor.outstanding == 0 and exhausted:
                 break
@@ -160,6 +168,10 @@ def replay_run(store: EventStore, project_dir: str, run_id: str, fault_spec: str
             counts["passed"] += verdict == "pass"
         else:
             counts[verdict] += 1
+    row = acc.summary().criteria[evaluator.criterion]
+    interval: dict[str, Any] = {"rate": row.rate, "low": row.low, "high": row.high, "method": row.method}
+    if row.clusters is not None:
+        interval["clusters"] = row.clusters
     return {
         "run_id": run_id,
         "system": {"name": system.name, "version": system.version, "recorded_version": s.system_version},
@@ -168,5 +180,6 @@ def replay_run(store: EventStore, project_dir: str, run_id: str, fault_spec: str
         "cached": looked_up - executed,
         "cases": cases,
         "summary": {"criterion": evaluator.criterion, **counts},
+        "interval": interval,
     }
 

@@ -4,16 +4,17 @@ judged through :class:`~oloproof.app.evidence.RunEvidence`; the report layer onl
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from oloproof.app.evidence import RunEvidence, evaluate_run
 from oloproof.app.project import suite_from_stored
-from oloproof.app.projections import run_eval_key
 from oloproof.app.runs import (
     StoredRun,
     case_view,
     find_case_view,
+    iter_case_heads,
     iter_case_views,
     load_run,
 )
@@ -42,7 +43,7 @@ def run_report(store: EventStore, run_id: str, *, keep_cases: bool = False) -> R
     """A stored run judged under the rules it ran with."""
     run = load_run(store, run_id)
     suite = suite_from_stored(run.started.config)
-    summary = evaluate_run(store, run_id, suite, eval_key=run_eval_key(run.started), keep_cases=keep_cases)
+    summary = evaluate_run(store, run_id, suite, keep_cases=keep_cases)
     return RunReport(run, suite, summary)
 
 
@@ -98,12 +99,10 @@ def case_panels(store: EventStore, report: RunReport) -> Iterator[CasePanel]:
     run, suite = report.run, report.suite
     by_case = replays_by_case(store)
     evidence = RunEvidence(store, run, suite)
-    for row in sorted(store.iter_projection("cases", run_id=run.run_id), key=lambda r: r["position"]):
-        head = find_case_view(store, run.run_id, row["case_id"])
-        if head is None:
-            continue
-        yield case_panel(store, run, suite, row["case_id"],
-                         by_case.get(head.case_id + "\x00" + head.fingerprint, []), evidence)
+    # the case streams themselves, not the cases table (which may lag behind a run in progress)
+    heads = sorted((v.position, v.case_id, v.fingerprint) for v in iter_case_heads(store, run.run_id))
+    for _, case_id, fingerprint in heads:
+        yield case_panel(store, run, suite, case_id, by_case.get(case_id + "\x00" + fingerprint, []), evidence)
 
 
 def judged_cases(store: EventStore, run_id: str) -> Iterator[tuple[CaseView, dict[str, tuple[str, str | None]]]]:
@@ -113,3 +112,39 @@ def judged_cases(store: EventStore, run_id: str) -> Iterator[tuple[CaseView, dic
     evidence = RunEvidence(store, run, suite)
     for view in sorted(iter_case_views(store, run_id), key=lambda v: v.position):
         yield view, dict(zip(suite.criteria, evidence.judge(view).verdicts))
+
+
+@dataclass
+class CriterionCases:
+    """The cases behind one criterion's row: those it failed and those it could not observe
+    (``missing``: each could be a failure), in suite order, with their reasons."""
+
+    run: StoredRun
+    criterion: str
+    failed: list[tuple[str, str | None]]
+    missing: list[tuple[str, str | None]]
+    row: Any  # the criterion's RateInterval
+
+
+def criterion_cases(store: EventStore, run_id: str, criterion: str) -> CriterionCases:
+    """Which cases failed (and which are missing for) ``criterion`` in a stored run, judged
+    under the rules the run ran with. An unknown criterion is a usage error with a
+    did-you-mean."""
+    from oloproof.config.locate import did_you_mean
+    from oloproof.errors import UsageError
+
+    report = run_report(store, run_id, keep_cases=True)
+    criteria = report.suite.criteria
+    if criterion not in criteria:
+        raise UsageError(f"run {run_id!r} has no criterion {criterion!r}{did_you_mean(criterion, criteria)} "
+                         f"(criteria: {', '.join(criteria) or 'none'})")
+    k = criteria.index(criterion)
+    failed: list[tuple[str, str | None]] = []
+    missing: list[tuple[str, str | None]] = []
+    for result in report.summary.cases:
+        verdict, reason = result.verdicts[k]
+        if verdict == "fail":
+            failed.append((result.case_id, reason))
+        elif verdict == "missing":
+            missing.append((result.case_id, reason))
+    return CriterionCases(report.run, criterion, failed, missing, report.summary.criteria[criterion])

@@ -38,9 +38,10 @@ from oloproof.app.runs import load_run
 from oloproof.config.cases import SuiteCase, SuiteInfo
 from oloproof.errors import Interrupted, OloproofError, UsageError
 from oloproof.evaluate.engine import Accumulator, CaseResult, Summary
+from oloproof.app.audit import seal
 from oloproof.events import (
-    RunFinished,
     RunResumed,
+    RunSealed,
     RunStarted,
     canonical_json,
     decode_many,
@@ -80,6 +81,8 @@ class RunOutcome:
     resumed: bool
     executor: str
     error_messages: list[str] = field(default_factory=list)
+    log_digest: str = ""  # the seal's digest: keep it to check the run later (audit verify --expect)
+    notes: list[str] = field(default_factory=list)
 
 
 class _Rows:
@@ -132,7 +135,8 @@ class _Driver:
         self.progress = progress
         self.on_case = on_case
         self.clock = clock
-        self.replays = ReplayCache(store, system.name, system.version)
+        self.replays = ReplayCache(store, system.name, system.version, system.code_digest)
+        self.replay_streams: set[str] = set()  # every replay stream the run's cases were judged with
         self.key = evaluation_key(project.config_digest, system.version)
         self.rows = _Rows()
         self.errors = 0
@@ -160,6 +164,7 @@ class _Driver:
             run_id=run_id, system_name=s.name, system_version=s.version, records=list(s.factory.records),
             config=p.stored_config, config_digest=p.config_digest, cases_path=p.cases_label,
             suite_digest=info.digest, case_count=info.count, started_at=self.clock(), durability=durability,
+            code_digest=s.code_digest,
         )
         self.store.commit([StreamAppend(run_id, 0, [encode(started)], [tag_of(started)])],
                           {"runs": [run_row(started, None)]})
@@ -178,18 +183,22 @@ class _Driver:
             problems.append(f"the cases in {self.project.cases_label} changed since the run started")
         if s.config_digest != self.project.config_digest:
             problems.append("oloproof.yaml or release.yaml changed since the run started")
+        if s.code_digest and s.code_digest != self.system.code_digest:
+            problems.append("the system's code (the project's Python files) changed since the run started")
         if problems:
             raise UsageError(f"cannot resume run {s.run_id!r}: " + "; ".join(problems)
                              + ". Start a new run instead.")
         ev = RunResumed(run_id, self.clock())
         self.store.commit([StreamAppend(run_id, stored.length, [encode(ev)], [tag_of(ev)])])
 
-    def finish(self) -> None:
+    def finish(self) -> RunSealed:
+        """Seal the run: the streams it wrote and relied on, and the digest over them."""
         stored = load_run(self.store, self.run_id)
-        committed = self.store.count_streams(self.run_id + "/")
-        ev = RunFinished(self.run_id, self.clock(), committed)
-        self.store.commit([StreamAppend(self.run_id, stored.length, [encode(ev)], [tag_of(ev)])],
-                          {"runs": [run_row(stored.started, ev)], **self.rows.take()})
+        self.store.commit((), self.rows.take())
+        sealed = seal(self.store, self.run_id, case_count=self.total, replay_streams=self.replay_streams,
+                      clock=self.clock)
+        self.store.commit((), {"runs": [run_row(stored.started, sealed)]})
+        return sealed
 
     # ---- the work ----------------------------------------------------------------------
 
@@ -299,17 +308,19 @@ class _Driver:
         missing: list[Needed] = []
         found: dict[str, list[bytes]] = {}
         replays = self.replays.collect(view, self.suite.fault_specs, missing=missing, found=found)
+        self.replay_streams.update(PREFIX + key for key in found)
         if not missing:
             self._ready(view, replays)
             return
-        self._job(REPLAY_JOB, ReplayArgs(f"{self.run_id}/{view.case_id}", payloads, self.specs, found), tag=view,
-                  units=2 * len(self.specs))
+        self._job(REPLAY_JOB, ReplayArgs(f"{self.run_id}/{view.case_id}", payloads, self.specs, found,
+                                         self.system.code_digest), tag=view, units=2 * len(self.specs))
 
     def _replayed(self, view: CaseView, result: Any) -> None:
         new = list({s.stream: s for s in result.streams if self.store.stream_length(s.stream) == 0}.values())
         if new:  # the case's replays, in one transaction
             self.store.commit([StreamAppend(s.stream, 0, s.payloads, s.types) for s in new])
         extra = {s.stream[len(PREFIX):]: fold_replay(decode_many(s.payloads), s.stream) for s in result.streams}
+        self.replay_streams.update(s.stream for s in result.streams)
         self._ready(view, self.replays.collect(view, self.suite.fault_specs, extra=extra))
 
     def _ready(self, view: CaseView, replays: Replays) -> None:
@@ -360,6 +371,7 @@ def run_suite(project: Project, system: LoadedSystem, store: EventStore, info: S
     # garbage collector from walking it again after every few thousand allocations
     gc.freeze()
     stopped = True
+    notes = code_changed(store, system) if resume is None else []
     try:
         # workers start before anything is written: a cluster that cannot be reached, or a
         # system that cannot be shared, leaves the log untouched. The run's configuration goes
@@ -378,15 +390,31 @@ def run_suite(project: Project, system: LoadedSystem, store: EventStore, info: S
             progress(0, info.count)
         driver.loop(resuming=resume is not None)
         stopped = False
+    except (Interrupted, KeyboardInterrupt) as e:
+        e.run_id = driver.run_id  # type: ignore[attr-defined]  # what to resume
+        raise
     finally:
         gc.unfreeze()  # a long-lived process (a notebook, a test) collects them again
         executor.close(cancel=stopped)
         if stopped:  # keep what was judged: the projections catch up on resume anyway
             with contextlib.suppress(Exception):
                 store.commit((), driver.rows.take())
-    driver.finish()
-    return RunOutcome(driver.run_id, system.name, system.version, driver.acc.summary(), driver.errors,
-                      resume is not None, executor.describe(), driver.messages)
+    sealed = driver.finish()
+    summary = driver.acc.summary(expected=info.count, complete=True)
+    return RunOutcome(driver.run_id, system.name, system.version, summary, driver.errors,
+                      resume is not None, executor.describe(), driver.messages, sealed.digest, notes)
+
+
+def code_changed(store: EventStore, system: LoadedSystem) -> list[str]:
+    """A note when the system's code changed since its last run while its version did not."""
+    from oloproof.app.runs import run_headers
+
+    same = [r for r in run_headers(store)
+            if (r.system_name, r.system_version) == (system.name, system.version) and r.code_digest]
+    if not same or same[-1].code_digest == system.code_digest:
+        return []
+    return [f"the code of {system.name} {system.version} changed since run {same[-1].run_id} while its version "
+            "did not: its fault replays run again for this code (bump `version` to tell the runs apart)"]
 
 
 def make_executor(*, concurrency: int | None = None, workers: int | None = None, executor: str | None = None,

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from oloproof.errors import CorruptLogError, UsageError
-from oloproof.events import RunFinished, RunResumed, RunStarted, decode_stream
+from oloproof.events import CaseStarted, RunFinished, RunResumed, RunSealed, RunStarted, decode, decode_stream
 from oloproof.store.base import EventStore
 from oloproof.views import CaseView, fold_case
 
@@ -14,7 +14,7 @@ from oloproof.views import CaseView, fold_case
 @dataclass
 class StoredRun:
     started: RunStarted
-    finished: RunFinished | None
+    finished: RunSealed | RunFinished | None  # the seal (or, before seals, run_finished)
     resumed: list[RunResumed]
     length: int  # events in the run's own stream
 
@@ -24,7 +24,13 @@ class StoredRun:
 
     @property
     def complete(self) -> bool:
+        """Finished: sealed (or, in a log from before seals, run_finished). Whether the log
+        still holds what the seal says is :func:`oloproof.app.audit.audit_run`'s question."""
         return self.finished is not None
+
+    @property
+    def sealed(self) -> RunSealed | None:
+        return self.finished if isinstance(self.finished, RunSealed) else None
 
     @property
     def system(self) -> str:
@@ -36,22 +42,40 @@ def load_run(store: EventStore, run_id: str) -> StoredRun:
         raise UsageError(f"{run_id!r} is not a run id (see 'oloproof runs')")
     stored = store.read_stream(run_id)
     if not stored:
-        known = [r["run_id"] for r in store.projection("runs")]
+        known = [r.run_id for r in run_headers(store)]
         hint = f"; known runs: {', '.join(known[-5:])}" if known else "; the log has no runs yet"
         raise UsageError(f"no run {run_id!r} in the log{hint}")
     events = decode_stream(run_id, [e.payload for e in stored])
     if not isinstance(events[0], RunStarted):
         raise CorruptLogError(f"run stream {run_id!r} does not begin with run_started")
-    finished = next((e for e in events if isinstance(e, RunFinished)), None)
+    finished = next((e for e in events if isinstance(e, RunSealed)), None) or \
+        next((e for e in events if isinstance(e, RunFinished)), None)
     resumed = [e for e in events if isinstance(e, RunResumed)]
     return StoredRun(events[0], finished, resumed, len(stored))
 
 
+def run_headers(store: EventStore) -> list[RunStarted]:
+    """The ``run_started`` event of every run in the log, oldest first (read from the events:
+    the ``runs`` table may lag behind a run in progress)."""
+    out = []
+    for name in store.stream_names(""):
+        if "/" in name:
+            continue
+        head = store.read_stream(name)[:1]
+        try:
+            event = decode(head[0].payload) if head else None
+        except Exception as e:
+            raise CorruptLogError(f"event {name!r} #0 cannot be decoded: {e}") from e
+        if isinstance(event, RunStarted):
+            out.append(event)
+    return sorted(out, key=lambda r: (r.started_at, r.run_id))
+
+
 def latest_run_id(store: EventStore) -> str:
-    runs = store.projection("runs")
+    runs = run_headers(store)
     if not runs:
         raise UsageError("the log has no runs yet; start one with 'oloproof run'")
-    return max(runs, key=lambda r: (r["started"], r["run_id"]))["run_id"]
+    return runs[-1].run_id
 
 
 def resolve_run(store: EventStore, run: str) -> str:
@@ -63,6 +87,15 @@ def iter_case_views(store: EventStore, run_id: str) -> Iterator[CaseView]:
     """Every committed case of a run, folded from its events (in stream order)."""
     for stream, payloads in store.iter_streams(run_id + "/"):
         yield fold_case(decode_stream(stream, payloads), stream)
+
+
+def iter_case_heads(store: EventStore, run_id: str) -> Iterator[CaseStarted]:
+    """The ``case_started`` event of every committed case of a run, in stream order."""
+    for stream, payload in store.stream_heads(run_id + "/"):
+        event = decode_stream(stream, [payload])[0]
+        if not isinstance(event, CaseStarted):
+            raise CorruptLogError(f"stream {stream!r}: a case stream must begin with case_started")
+        yield event
 
 
 def find_case_view(store: EventStore, run_id: str, case_id: str) -> CaseView | None:
@@ -82,12 +115,17 @@ def case_view(store: EventStore, run_id: str, case_id: str) -> CaseView:
 
 
 def list_runs(store: EventStore) -> list[dict]:
-    """Runs with the cases committed so far, newest last (``oloproof runs --json``)."""
+    """Runs with the cases committed so far, newest last (``oloproof runs --json``), read
+    from the events. ``status``: complete (sealed) or incomplete; ``oloproof audit verify``
+    checks that a complete run still holds what its seal says."""
     out = []
-    for r in sorted(store.projection("runs"), key=lambda r: (r["started"], r["run_id"])):
+    for r in run_headers(store):
+        run = load_run(store, r.run_id)
         out.append({
-            "run_id": r["run_id"], "system": r["system"], "version": r["version"],
-            "started": r["started"], "case_count": r["case_count"],
-            "cases_committed": store.count_streams(r["run_id"] + "/"), "status": r["status"],
+            "run_id": r.run_id, "system": r.system_name, "version": r.system_version,
+            "started": r.started_at, "case_count": r.case_count,
+            "cases_committed": store.count_streams(r.run_id + "/"),
+            "status": "complete" if run.complete else "incomplete",
+            "log_digest": run.sealed.digest if run.sealed else None,
         })
     return out

@@ -13,43 +13,93 @@ def command() -> None:
 
     \b
     Example:
-      oloproof audit verify
+      oloproof audit verify --expect sha256:4f1c…
     """
 
 
 @command.command("verify")
 @click.option("--db", metavar="PATH", help=DB_HELP)
+@click.option("--expect", "expect", metavar="DIGEST", multiple=True,
+              help="A run's log digest, as 'oloproof run' printed it (and its JSON results hold as "
+                   "log_digest): fail unless the run it seals is still exactly in the log. Repeatable.")
 @handled
-def verify(db: str | None) -> None:
-    """Check every stream's hash chain; report the first broken event of each.
+def verify(db: str | None, expect: tuple[str, ...]) -> None:
+    """Check the log: every stream's hash chain, every payload, and every run against its seal.
 
-    Exit code 0 when every chain holds, 1 otherwise.
+    Names what is wrong: an altered event, a missing or truncated case or replay stream, a
+    stream added after the seal, an unsealed (crashed, killed or running) run, case streams
+    of a run that no longer exists. Without a key or an anchor this proves the log was not
+    damaged or edited carelessly; with --expect, that each expected run is exactly what was
+    sealed; with OLOPROOF_LOG_KEY, that nobody without the key rewrote it.
+
+    Exit code 0 when everything holds, 1 otherwise.
 
     \b
     Example:
-      oloproof audit verify --db .oloproof/log.db
+      oloproof audit verify --expect "$(jq -r .log_digest results.json)"
     """
+    from rich.markup import escape
+
+    from oloproof.app.audit import audit_log, current_digest
+    from oloproof.cli.common import console
+
+    out = console()
     store = open_log(db)
     try:
-        report = store.verify()
+        log = audit_log(store)
         integrity = store.integrity_check()
+        anchored = []
+        for digest in expect:
+            run = next((r for r in log.runs if r.digest == digest), None)
+            if run is None:
+                anchored.append((digest, None, "no run in the log is sealed with this digest "
+                                               "(the run was removed, or rewritten and sealed again)"))
+            else:
+                now = current_digest(store, run)
+                anchored.append((digest, run.run_id, None if now == digest else
+                                 "the run's streams no longer match this digest (rewritten)"))
     finally:
         store.close()
+    failed = False
     if integrity != "ok":
-        click.echo(f"sqlite integrity_check: {integrity}")
-    for p in report.problems:
-        click.echo(f"BROKEN {p.stream} #{p.seq}: {p.problem}")
-    status = "ok" if report.ok and integrity == "ok" else "FAILED"
-    click.echo(f"{status}: {report.streams} streams, {report.events} events, "
-               f"{len(report.problems)} broken")
-    sys.exit(0 if status == "ok" else 1)
+        out.print(f"sqlite integrity_check: {escape(integrity)}")
+        failed = True
+    for problem in log.problems:
+        out.print(f"BROKEN {escape(problem)}")
+        failed = True
+    for run in log.runs:
+        for problem in run.problems:
+            out.print(f"BROKEN run {escape(run.run_id)}: {escape(problem)}")
+            failed = True
+        if not run.problems and not run.complete:
+            out.print(f"INCOMPLETE run {escape(run.run_id)}: unsealed, {run.committed} of {run.expected} cases "
+                      "committed (crashed, killed or still running; finish it with "
+                      f"'oloproof run --resume {escape(run.run_id)}')")
+            failed = True
+        elif not run.problems and run.sealed is None:
+            out.print(f"note: run {escape(run.run_id)} finished before seals existed: a deleted case stream "
+                      "is caught, a truncated one is not")
+    for digest, run_id, problem in anchored:
+        if problem:
+            out.print(f"BROKEN --expect {escape(digest)}: {escape(problem)}")
+            failed = True
+        else:
+            out.print(f"ok: run {escape(run_id or '')} matches {escape(digest)}")
+    sealed = sum(1 for r in log.runs if r.sealed is not None)
+    key = "keyed (HMAC-SHA256)" if store.scheme == "hmac-sha256" else "unkeyed (SHA-256)"
+    out.print(f"{'FAILED' if failed else 'ok'}: {log.streams} streams, {log.events} events, "
+              f"{len(log.runs)} runs ({sealed} sealed), chain {key}")
+    sys.exit(1 if failed else 0)
 
 
 @command.command("rebuild")
 @click.option("--db", metavar="PATH", help=DB_HELP)
 @handled
 def rebuild(db: str | None) -> None:
-    """Drop the projection tables (runs, cases with their verdicts) and rebuild them from the events.
+    """Rebuild the derived tables (runs, cases, evaluations) from the events, in one step.
+
+    The tables only serve browsing and SQL; no decision reads them. A kill or an unreadable
+    event leaves the previous tables as they were, and the error names the event.
 
     \b
     Example:
@@ -57,10 +107,10 @@ def rebuild(db: str | None) -> None:
     """
     from oloproof.app.evidence import rebuild_projections
 
-    store = open_log(db)
+    store = open_log(db, write=True)
     try:
         rebuild_projections(store)
-        n = len(store.projection("cases"))
+        n = store.count("cases")
     finally:
         store.close()
     click.echo(f"rebuilt projections from events ({n} cases)")

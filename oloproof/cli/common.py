@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import click
 
@@ -26,40 +28,157 @@ def console(stderr: bool = False) -> Any:
 
 
 def fail(message: str, code: int = 2) -> None:
+    """``error: MESSAGE`` on stderr, then exit with ``code`` (never 1: that means a gate blocked)."""
     click.echo(f"error: {message}", err=True)
     sys.exit(code)
 
 
+# Exit codes of every command (SPEC §17). 1 is reserved for a blocked gate (or a failed
+# `audit verify`): no error ever exits 1.
+EXIT_OK, EXIT_BLOCKED, EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+# An OSError with one of these is the machine's or the operator's (a full disk, a path that is
+# not writable, a closed pipe...), not an Oloproof bug: one line, exit 2.
+ENVIRONMENT_ERRNOS = frozenset(getattr(errno, name) for name in (
+    "ENOSPC", "EDQUOT", "EROFS", "EACCES", "EPERM", "EIO", "EPIPE", "ENOENT", "ENOTDIR", "EISDIR",
+    "EEXIST", "ENAMETOOLONG", "ELOOP", "EMFILE", "ENFILE", "EFBIG", "EADDRINUSE", "EADDRNOTAVAIL",
+    "ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EHOSTUNREACH", "ENETUNREACH") if hasattr(errno, name))
+
+
+def debug_enabled() -> bool:
+    """The global ``--debug`` flag, or ``OLOPROOF_DEBUG=1``: print tracebacks of errors."""
+    if os.environ.get("OLOPROOF_DEBUG", "").strip().lower() not in ("", "0", "false", "no", "off"):
+        return True
+    ctx = click.get_current_context(silent=True)
+    return bool(ctx is not None and ctx.find_root().params.get("debug"))
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def os_error_message(e: OSError) -> str:
+    """One line for an OSError caused by the machine (``No space left on device: out.json``)."""
+    reason = e.strerror or _one_line(str(e)) or type(e).__name__
+    if e.errno == errno.EPIPE:
+        return "the output was closed before it was written in full (broken pipe)"
+    names = [str(n) for n in (e.filename, getattr(e, "filename2", None)) if n is not None]
+    return f"{reason}: {' -> '.join(names)}" if names else reason
+
+
+def _disk_failure(e: BaseException) -> bool:
+    import sqlite3
+
+    return isinstance(e, sqlite3.OperationalError) and any(
+        m in str(e).lower() for m in ("database or disk is full", "disk i/o error"))
+
+
+def _silence_stdout() -> None:
+    """After a broken pipe: point stdout at /dev/null so the interpreter's last flush is quiet."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # not a real file (click's CliRunner)
+        pass
+
+
+def _traceback_file(exc: BaseException) -> str | None:
+    """Write an internal error's traceback to a file in the system temp folder; its path, or
+    None when it cannot be written (never raises)."""
+    import platform
+    import tempfile
+    import time
+    import traceback
+
+    try:
+        from oloproof import __version__
+    except Exception:  # noqa: BLE001 - a broken installation still gets its line
+        __version__ = "unknown"
+    try:
+        fd, name = tempfile.mkstemp(prefix=time.strftime("oloproof-error-%Y%m%dT%H%M%S-"), suffix=".txt")
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as fh:
+            fh.write(f"oloproof {__version__} · Python {platform.python_version()} · {platform.platform()}\n")
+            fh.write(f"command: {' '.join(sys.argv)}\n\n")
+            fh.write("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+        return name
+    except Exception:  # noqa: BLE001 - the one line still tells what happened
+        return None
+
+
+def internal_error_message(exc: BaseException, *, debug: bool) -> str:
+    """The one line an internal error prints; the traceback goes to stderr (debug) or a file."""
+    what = f"internal error ({type(exc).__name__}: {_one_line(str(exc))})" if str(exc) else \
+        f"internal error ({type(exc).__name__})"
+    if debug:
+        return f"{what}; this is a bug in Oloproof, please report it with the traceback above"
+    path = _traceback_file(exc)
+    if path is None:
+        return f"{what}; this is a bug in Oloproof: run again with --debug for the traceback and report it"
+    return f"{what}; this is a bug in Oloproof: the traceback is in {path}, please report it with that file"
+
+
 def handled(fn: Callable) -> Callable:
-    """Turn Oloproof errors into a message on stderr and their exit code (2 for bad input)."""
+    """Turn every error into ONE line on stderr and its exit code (SPEC §17): 2 for bad input,
+    a log that cannot be written or a machine problem (full disk, path not writable), 3 for an
+    internal error (its traceback written to a file the line names; printed with ``--debug``),
+    130 for Ctrl-C. Never 1: that is a blocked gate's. ``oloproof --debug`` (or
+    ``OLOPROOF_DEBUG=1``) prints the traceback of any error."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except OloproofError as e:
-            fail(str(e), e.exit_code)
-        except (Interrupted, KeyboardInterrupt):
-            fail("interrupted", 130)
         except SystemExit:
             raise
-        except Exception as e:  # an Oloproof bug: say so, with what a bug report needs
-            import traceback
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+            raise  # click's own: the group shows them (usage errors exit 2)
+        except (Interrupted, KeyboardInterrupt):
+            fail("interrupted", EXIT_INTERRUPTED)
+        except Exception as e:  # noqa: BLE001 - every error ends as one line and an exit code
+            debug = debug_enabled()
+            if debug:
+                import traceback
 
-            traceback.print_exc(file=sys.stderr)
-            fail(f"internal error ({type(e).__name__}: {e}); this is a bug in Oloproof — please report it "
-                 "with the traceback above", 3)
+                traceback.print_exc(file=sys.stderr)
+            if isinstance(e, OloproofError):
+                code = e.exit_code if e.exit_code in (EXIT_INPUT, EXIT_INTERNAL) else EXIT_INPUT
+                fail(str(e), code)
+            if isinstance(e, OSError) and e.errno in ENVIRONMENT_ERRNOS:
+                if e.errno == errno.EPIPE:
+                    _silence_stdout()
+                fail(os_error_message(e), EXIT_INPUT)
+            if _disk_failure(e):  # an SQLite full disk the store did not translate
+                fail(f"the event log cannot be written: {_one_line(str(e))}", EXIT_INPUT)
+            fail(internal_error_message(e, debug=debug), EXIT_INTERNAL)
 
     return wrapper
 
 
-def open_log(db: str | None, *, must_exist: bool = True, durability: str = "full") -> Any:
+def log_key() -> bytes | None:
+    """``OLOPROOF_LOG_KEY``: the key of the log's HMAC chain (never stored in the log)."""
+    key = os.environ.get("OLOPROOF_LOG_KEY")
+    if key is None:
+        return None
+    if not key:
+        raise UsageError("OLOPROOF_LOG_KEY is set but empty; unset it, or set the key the log is chained with")
+    return key.encode()
+
+
+def open_log(db: str | None, *, must_exist: bool = True, durability: str = "full", write: bool = False) -> Any:
+    """The event log. Read commands open it read-only (nothing created or changed, a writer
+    never waited on); ``write=True`` for the commands that append (run, replay, rebuild)."""
     from oloproof.store import DEFAULT_LOG, SQLiteStore
 
     path = Path(db or DEFAULT_LOG)
     if must_exist and not path.exists():
         raise UsageError(f"no event log at {path}; run 'oloproof run' first or pass --db")
-    store = SQLiteStore(path, durability=durability, create=not must_exist)
+    if must_exist and not path.is_file():
+        raise UsageError(f"--db {path}: is not a file")
+    store = SQLiteStore(path, durability=durability, create=not must_exist, readonly=not write, key=log_key())
+    if not write:
+        return store
     if store.projections_stale:  # written by an older Oloproof: derive the tables again
         from oloproof.app.evidence import rebuild_projections
 
@@ -68,32 +187,89 @@ def open_log(db: str | None, *, must_exist: bool = True, durability: str = "full
     return store
 
 
+def incomplete_note(summary: Any) -> str | None:
+    """The line that says a run is not sealed (printed above its tables), or None."""
+    if summary.complete:
+        return None
+    return (f"INCOMPLETE RUN: {summary.cases_committed} of {summary.cases_expected} cases recorded and no seal "
+            "(crashed, killed or still running). Unrecorded cases count as missing; the gate cannot pass.")
+
+
 def resolve_run(store: Any, run: str) -> str:
     from oloproof.app.runs import resolve_run as resolve
 
     return resolve(store, run)
 
 
-def check_output_path(path: str) -> None:
-    """Refuse, before anything runs, an output file that could not be written at the end."""
+def _check_parent(path: str, option: str, target: Path) -> None:
+    parent = target.parent  # Path("x").parent is Path(".")
+    if parent.is_dir():
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise UsageError(f"{option} {path}: folder {parent} is not writable")
+        return
+    existing = next((p for p in parent.parents if p.exists()), None)
+    blocking = parent if parent.exists() else existing
+    if blocking is not None and not blocking.is_dir():
+        raise UsageError(f"{option} {path}: {blocking} is a file, not a folder")
+    raise UsageError(f"{option} {path}: folder {parent} does not exist")
+
+
+def check_output_path(path: str, option: str = "--json") -> None:
+    """Refuse, before anything runs, an output FILE that could not be written at the end: a
+    folder, a missing parent folder, a path under a regular file, a read-only place. Raises a
+    :class:`UsageError` (exit 2) naming the option. ``-`` (stdout) is always fine."""
     if path == "-":
         return
     target = Path(path)
-    if target.is_dir():
-        raise UsageError(f"--json {path}: is a folder; name a file")
-    parent = target.parent if str(target.parent) else Path(".")
-    if not parent.is_dir():
-        raise UsageError(f"--json {path}: folder {parent} does not exist")
+    if not path or target.is_dir():
+        raise UsageError(f"{option} {path}: is a folder; name a file")
+    _check_parent(path, option, target)
+    if target.exists() and not os.access(target, os.W_OK):
+        raise UsageError(f"{option} {path}: file is not writable")
+
+
+def check_output_folder(path: str, option: str = "--out") -> None:
+    """Refuse, before anything runs, an output FOLDER that could not be written at the end: a
+    regular file, a folder that is not empty, a missing parent folder, a path under a regular
+    file. Raises a :class:`UsageError` (exit 2) naming the option."""
+    target = Path(path)
+    if not path:
+        raise UsageError(f"{option}: name a new or empty folder")
+    if target.exists() or target.is_symlink():
+        if not target.is_dir():
+            raise UsageError(f"{option} {path}: is a file; name a new or empty folder")
+        if any(target.iterdir()):
+            raise UsageError(f"{option} {path}: {target} is not empty; choose a new folder for the report")
+        if not os.access(target, os.W_OK | os.X_OK):
+            raise UsageError(f"{option} {path}: folder is not writable")
+        return
+    _check_parent(path, option, target)
+
+
+def write_text(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (a temporary file in the same folder, then a
+    rename): a failure (a full disk) leaves neither a partial file nor a temporary one.
+    ``-`` writes to stdout."""
+    import tempfile
+
+    if path == "-":
+        click.echo(text, nl=False)
+        return
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        umask = os.umask(0o022)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # as open() would have made it, not mkstemp's 0600
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def write_json(path: str, data: Any) -> None:
     import json
 
-    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
-    if path == "-":
-        click.echo(text, nl=False)
-        return
-    target = Path(path)
-    tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(target)
+    write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")

@@ -9,6 +9,7 @@ from oloproof.cli.common import (
     check_output_path,
     console,
     handled,
+    incomplete_note,
     open_log,
     resolve_run,
     write_json,
@@ -21,8 +22,10 @@ from oloproof.cli.common import (
 @click.option("--db", metavar="PATH", help=DB_HELP)
 @click.option("--project", "project_dir", default=".", type=click.Path(file_okay=False, exists=True),
               help="Project folder holding the oloproof.yaml to evaluate with.")
+@click.option("--other-system", is_flag=True,
+              help="Evaluate a run recorded by a different system than the project's.")
 @handled
-def command(run: str, json_path: str | None, db: str | None, project_dir: str) -> None:
+def command(run: str, json_path: str | None, db: str | None, project_dir: str, other_system: bool) -> None:
     """Re-evaluate a stored RUN with the current oloproof.yaml, without running the system.
 
     \b
@@ -31,8 +34,8 @@ def command(run: str, json_path: str | None, db: str | None, project_dir: str) -
     """
     from oloproof.app.evidence import evaluate_run
     from oloproof.app.project import load_project
-    from oloproof.app.projections import evaluation_key
     from oloproof.app.runs import load_run
+    from oloproof.errors import UsageError
     from oloproof.report.results import results_dict
     from oloproof.report.terminal import summary_view
 
@@ -43,14 +46,23 @@ def command(run: str, json_path: str | None, db: str | None, project_dir: str) -
     store = open_log(db)
     try:
         run_id = resolve_run(store, run)
-        s = load_run(store, run_id).started
-        summary = evaluate_run(store, run_id, project.suite,
-                               eval_key=evaluation_key(project.config_digest, s.system_version),
-                               keep_cases=bool(json_path))
+        stored = load_run(store, run_id)
+        s = stored.started
+        name = project.config.system.name
+        if s.system_name != name and not other_system:
+            raise UsageError(f"run {run_id} was recorded by system {s.system_name!r}, but {project_dir} "
+                             f"configures {name!r}; pass --other-system to evaluate it with this "
+                             "configuration anyway")
+        summary = evaluate_run(store, run_id, project.suite, keep_cases=bool(json_path))
     finally:
         store.close()
-    console(stderr=json_path == "-").print(summary_view(summary, run_id=run_id, system=f"{s.system_name} {s.system_version}",
-                    min_support=project.config.min_slice_support))
+    out = console(stderr=json_path == "-")
+    note = incomplete_note(summary)
+    if note:
+        out.print(note, markup=False)
+    out.print(summary_view(summary, run_id=run_id, system=f"{s.system_name} {s.system_version}",
+                           min_support=project.config.min_slice_support))
     if json_path:
-        write_json(json_path, results_dict(run_id, s.system_name, s.system_version, project.suite, summary))
+        write_json(json_path, results_dict(run_id, s.system_name, s.system_version, project.suite, summary,
+                                           stored.sealed.digest if stored.sealed else None))
     sys.exit(summary.gate.exit_code if summary.gate else 0)

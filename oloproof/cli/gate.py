@@ -4,7 +4,7 @@ import sys
 
 import click
 
-from oloproof.cli.common import DB_HELP, console, handled, open_log, resolve_run
+from oloproof.cli.common import DB_HELP, console, handled, incomplete_note, open_log, resolve_run
 
 
 @click.command("gate")
@@ -14,7 +14,11 @@ from oloproof.cli.common import DB_HELP, console, handled, open_log, resolve_run
 def command(run: str, db: str | None) -> None:
     """Decide the release gate of a stored RUN with the rules it ran under.
 
-    Exit code: 0 passed (or no gate), 1 blocked, 2 bad input.
+    The decision is computed from the run's events alone, after its chains and seal are
+    checked (a run that fails them is refused). A run that is not sealed cannot pass.
+
+    Exit code: 0 passed (or no gate), 1 blocked (FAIL or INSUFFICIENT_EVIDENCE), 2 bad input
+    or a run that fails its audit, 3 internal error.
 
     \b
     Example:
@@ -31,11 +35,12 @@ def command(run: str, db: str | None) -> None:
         store.close()
     summary = report.summary
     out = console()
+    note = incomplete_note(summary)
+    if note:
+        out.print(note, markup=False)
     if summary.gate is None:
         out.print(f"run {run_id}: no gate (no release rules)")
         sys.exit(0)
-    out.print(f"run {run_id}: gate {summary.gate.decision}")
+    out.print(f"run {run_id}: gate {summary.gate.decision}", markup=False)
     out.print(gate_table(summary))
-    if not report.run.complete:
-        out.print(f"note: run {run_id} is incomplete; cases not yet run are not in this decision")
     sys.exit(summary.gate.exit_code)

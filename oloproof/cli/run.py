@@ -67,7 +67,7 @@ def command(json_path: str | None, db: str | None, resume: str | None, durabilit
         system.factory.check_slots(pool.slots_per_process)
         out = console(stderr=json_path == "-")  # `--json -`: stdout holds the JSON alone
         db_path = db or str(Path(project_dir) / ".oloproof" / "log.db")
-        store = open_log(db_path, must_exist=resume is not None, durability=durability)
+        store = open_log(db_path, must_exist=resume is not None, durability=durability, write=True)
         if durability == "normal":
             click.echo("durability normal: a power loss may lose the last committed cases", err=True)
         results = ResultsFile(json_path, project.suite.criteria) if json_path else None
@@ -76,13 +76,19 @@ def command(json_path: str | None, db: str | None, resume: str | None, durabilit
                 outcome = run_suite(project, system, store, info, executor=pool, resume=resume,
                                     durability=durability, progress=progress, keep_cases=False,
                                     on_case=results.add if results else None)
-        except (Interrupted, KeyboardInterrupt):
-            click.echo("interrupted: committed cases are safe; finish with 'oloproof run --resume RUN_ID' "
-                       "(see 'oloproof runs')", err=True)
+        except (Interrupted, KeyboardInterrupt) as e:
+            run_id = getattr(e, "run_id", "") or ""
+            if run_id:
+                click.echo(f"interrupted: committed cases are safe; finish with 'oloproof run --resume {run_id}'",
+                           err=True)
+            else:
+                click.echo("interrupted before the run started; nothing was recorded", err=True)
             sys.exit(130)
         finally:
             store.close()
     summary = outcome.summary
+    for note in outcome.notes:
+        click.echo(f"note: {note}", err=True)
     out.print(summary_view(summary, run_id=outcome.run_id, system=f"{outcome.system_name} {outcome.system_version}",
                            min_support=project.config.min_slice_support))
     if outcome.errors:
@@ -90,9 +96,11 @@ def command(json_path: str | None, db: str | None, resume: str | None, durabilit
             click.echo(f"error in {message}", err=True)
         click.echo(f"{outcome.errors} case(s) errored; they are missing for every criterion "
                    f"(see 'oloproof show {outcome.run_id} CASE')", err=True)
+    click.echo(f"run {outcome.run_id} sealed; log digest {outcome.log_digest} "
+               f"(check it later: oloproof audit verify --expect {outcome.log_digest})", err=json_path == "-")
     if results is not None:
         results.write(results_dict(outcome.run_id, outcome.system_name, outcome.system_version,
-                                   project.suite, summary))
+                                   project.suite, summary, outcome.log_digest))
         results.close()
     sys.exit(summary.gate.exit_code if summary.gate else 0)
 

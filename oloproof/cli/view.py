@@ -1,16 +1,24 @@
 from __future__ import annotations
 
+import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import click
 
-from oloproof.cli.common import DB_HELP, handled, open_log, resolve_run
+from oloproof.cli.common import (
+    DB_HELP,
+    check_output_folder,
+    handled,
+    open_log,
+    resolve_run,
+)
 
 
 @click.command("view")
 @click.argument("run", default="latest")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Write a static report folder and exit.")
+@click.option("--out", "out_dir", type=click.Path(), help="Write a static report folder (new or empty) and exit.")
 @click.option("--port", type=int, default=8765, show_default=True,
               help="Serve the report on localhost:PORT (0: any free port).")
 @click.option("--db", metavar="PATH", help=DB_HELP)
@@ -18,6 +26,9 @@ from oloproof.cli.common import DB_HELP, handled, open_log, resolve_run
 def command(run: str, out_dir: str | None, port: int, db: str | None) -> None:
     """Open a stored RUN (default: latest) as an HTML report: criteria, slices, gate, and a
     case panel per case. Works offline: nothing is loaded from the network.
+
+    The output folder (--out) and the port (--port) are checked before anything is read:
+    a folder that is a file, not empty or under a missing folder, or a port in use, exit 2.
 
     \b
     Example:
@@ -27,32 +38,83 @@ def command(run: str, out_dir: str | None, port: int, db: str | None) -> None:
     from oloproof.report.bundle import build_run_bundle
 
     if not 0 <= port < 65536:
-        raise UsageError(f"--port {port}: not a port number")
-    store = open_log(db)
+        raise UsageError(f"--port {port}: not a port number (0 to 65535; 0: any free port)")
+    server, target, created = None, None, False
+    if out_dir is not None:
+        check_output_folder(out_dir, "--out")
+        target, created = Path(out_dir), not Path(out_dir).exists()
+    else:
+        server = bind(port)  # the port is taken now, before the report is computed
     try:
-        run_id = resolve_run(store, run)
-        target = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="oloproof-view-"))
-        if out_dir and target.exists() and any(target.iterdir()):
-            raise UsageError(f"{target} is not empty; choose a new folder for the report")
-        n = build_run_bundle(store, run_id, target)
-    finally:
-        store.close()
-    if out_dir:
+        if server is not None:
+            target, created = Path(tempfile.mkdtemp(prefix="oloproof-view-")), True
+            server.folder = target
+        store = open_log(db)
+        try:
+            run_id = resolve_run(store, run)
+            n = build_run_bundle(store, run_id, target)
+        finally:
+            store.close()
+    except BaseException:
+        if server is not None:
+            server.server_close()
+        if target is not None:
+            _remove(target, created)  # no half-written report left behind
+        raise
+    if server is None:
         click.echo(f"wrote the report of run {run_id} ({n} cases) to {target / 'index.html'}")
         return
-    serve(target, port)
+    try:
+        serve(server, target)
+    finally:
+        _remove(target, created)
 
 
-def serve(folder: Path, port: int) -> None:
-    import functools
+def _remove(target: Path, created: bool) -> None:
+    if created:
+        shutil.rmtree(target, ignore_errors=True)
+    else:  # an empty folder the operator named: empty it again
+        for child in target.iterdir() if target.is_dir() else ():
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child, ignore_errors=True)
+            else:
+                child.unlink(missing_ok=True)
+
+
+def bind(port: int) -> Any:
+    """A server bound to 127.0.0.1:PORT that serves the folder named by its ``folder``
+    attribute; a port out of range, in use or not allowed is a UsageError (exit 2)."""
+    import errno
     import http.server
 
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
-    click.echo(f"serving the report on http://127.0.0.1:{server.server_address[1]}/ (Ctrl-C to stop)",
-               err=False)
+    from oloproof.errors import UsageError
+
+    if not 0 <= port < 65536:
+        raise UsageError(f"--port {port}: not a port number (0 to 65535; 0: any free port)")
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, request: Any, client_address: Any, server: Any) -> None:
+            super().__init__(request, client_address, server, directory=str(server.folder))
+
+    try:
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+            raise UsageError(f"--port {port}: port {port} is already in use on 127.0.0.1; "
+                             "choose another (or --port 0 for any free port)") from e
+        if e.errno in (errno.EACCES, errno.EPERM):
+            raise UsageError(f"--port {port}: not allowed to listen on port {port} ({e.strerror}); "
+                             "choose a port above 1023") from e
+        raise UsageError(f"--port {port}: cannot listen on 127.0.0.1:{port} ({e.strerror or e})") from e
+    server.folder = None  # type: ignore[attr-defined]
+    return server
+
+
+def serve(server: Any, folder: Path) -> None:
     import sys
 
+    server.folder = folder
+    click.echo(f"serving the report on http://127.0.0.1:{server.server_address[1]}/ (Ctrl-C to stop)")
     sys.stdout.flush()
     try:
         server.serve_forever()

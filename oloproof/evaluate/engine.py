@@ -82,6 +82,10 @@ class Summary:
     cases: list[CaseResult] = field(default_factory=list)
     source_clusters: int = 0
     transforms: list[TransformCheck] = field(default_factory=list)
+    #: False for a run that is not sealed: its unrecorded cases are in every row as missing
+    complete: bool = True
+    cases_committed: int = 0
+    cases_expected: int = 0
 
 
 class SuiteEvaluation:
@@ -184,8 +188,10 @@ class Accumulator:
         self.sources = 0
         self.cases: list[CaseResult] | None = [] if keep_cases else None
         self.pairs = {t.name: [0, 0, 0] for t in suite.transforms}  # pairs, labelled, valid
+        self.count = 0
 
     def add(self, r: CaseResult) -> None:
+        self.count += 1
         if r.cluster is None:
             self.sources += 1
         cluster = r.cluster or r.case_id
@@ -237,11 +243,21 @@ class Accumulator:
             for tally, t in zip(per, kinds):
                 tally.add(key, t, times)
 
-    def summary(self) -> Summary:
+    def summary(self, *, expected: int | None = None, complete: bool = True) -> Summary:
+        """The rows, the gate and the cases. ``expected``: the cases the suite held; those not
+        recorded count as missing in every row (a run that crashed or is still running), and
+        a run that is not ``complete`` cannot pass its gate."""
         flat, self._flat = self._flat, {}
         for (groups, kinds), times in flat.items():
             self._tally(None, groups, kinds, times)
         suite = self.suite
+        committed = self.count
+        unrecorded = max(0, (expected or 0) - committed)
+        if unrecorded:
+            self.count += unrecorded  # once: a second summary adds nothing more
+            self._tally(None, (None,) * len(suite.slices), (_KIND["missing"],) * len(suite.criteria), unrecorded)
+            for k in range(len(suite.metrics)):
+                self.value_missing[k][0] += unrecorded
         criteria = {name: self.crit[i].rate() for i, name in enumerate(suite.criteria)}
         metrics = [
             MetricRow(m.id, m.q, m.unit, quantile_interval(self.values[k], self.value_missing[k][0],
@@ -266,10 +282,12 @@ class Accumulator:
             context = GateContext(
                 source_clusters=self.sources,
                 unchecked={c for c in suite.criteria if suite.relation_transform(c) in unchecked},
+                incomplete=None if complete else (committed, max(committed, expected or 0)),
             )
             gate = judge_gate(suite.release, criteria, context)
         cases = sorted(self.cases, key=lambda r: r.position) if self.cases is not None else []
-        return Summary(criteria, metrics, slice_rows, gate, cases, self.sources, checks)
+        return Summary(criteria, metrics, slice_rows, gate, cases, self.sources, checks, complete,
+                       committed, max(committed, expected or committed))
 
 
 class _Tally:

@@ -13,12 +13,18 @@ not vouch for is ``INSUFFICIENT_EVIDENCE`` (``transform_not_checked``); a rule o
 or the rate of clustered cases needs ``allow_approximate_methods: true``
 (``approximate_methods_not_allowed``) and at least 20 source clusters (``too_few_clusters``).
 
+A run that is not sealed (crashed, killed, still running) never passes: its unrecorded cases
+count as missing, and every rule that did not FAIL ends ``INSUFFICIENT_EVIDENCE``
+(``run_incomplete``) — more cases could still fail it.
+
 The gate passes only when every rule passes; any FAIL makes it FAIL, otherwise any
-INSUFFICIENT_EVIDENCE makes it INSUFFICIENT_EVIDENCE.
+INSUFFICIENT_EVIDENCE makes it INSUFFICIENT_EVIDENCE. Each rule's ``detail`` states the numbers
+behind its status ("3 failures > 0 allowed", "lower bound 7.6 % < 90 %").
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 MIN_CLUSTERS = 20
@@ -35,6 +41,7 @@ class RuleResult:
     threshold: float
     status: str
     reason: str | None
+    detail: str | None = None  # the numbers behind the status, in words
 
 
 @dataclass(frozen=True)
@@ -55,41 +62,68 @@ class GateContext:
     source_clusters: int = 0
     unchecked: set[str] = field(default_factory=set)
     allow_approximate_methods: bool = False
+    #: (cases recorded, cases in the suite) of a run that is not sealed; None: a finished run
+    incomplete: tuple[int, int] | None = None
+
+
+def _pct(x: float, down: bool) -> str:
+    """A percentage to one decimal, rounded away from the threshold's favour (a lower bound
+    down, a rate as it is), so the words never claim more than the number."""
+    v = math.floor(x * 1000) / 10 if down else round(x * 100, 1)
+    return f"{v:g} %"
 
 
 def judge_rule(rule: Rule, row: RateInterval, context: GateContext | None = None) -> RuleResult:
-    def result(status: str, reason: str | None) -> RuleResult:
-        return RuleResult(rule.name, rule.criterion, rule.kind, rule.threshold, status, reason)
-
     context = context or GateContext()
+    verdict = _judge_rule(rule, row, context)
+    if context.incomplete is not None and verdict.status != "FAIL":
+        done, total = context.incomplete
+        return RuleResult(rule.name, rule.criterion, rule.kind, rule.threshold, "INSUFFICIENT_EVIDENCE",
+                          "run_incomplete", f"run incomplete: {done} of {total} cases recorded; "
+                          "the others could still fail it")
+    return verdict
+
+
+def _judge_rule(rule: Rule, row: RateInterval, context: GateContext) -> RuleResult:
+    def result(status: str, reason: str | None, detail: str | None = None) -> RuleResult:
+        return RuleResult(rule.name, rule.criterion, rule.kind, rule.threshold, status, reason, detail)
+
     kind = rule.kind
     if rule.criterion in context.unchecked:
-        return result("INSUFFICIENT_EVIDENCE", "transform_not_checked")
+        return result("INSUFFICIENT_EVIDENCE", "transform_not_checked",
+                      "its transform is not (yet) vouched for by validity labels")
     if row.approximate and kind != "max_failures":  # a count needs no interval
         if not context.allow_approximate_methods:
-            return result("INSUFFICIENT_EVIDENCE", "approximate_methods_not_allowed")
+            return result("INSUFFICIENT_EVIDENCE", "approximate_methods_not_allowed",
+                          "clustered cases need allow_approximate_methods: true")
         if context.source_clusters < MIN_CLUSTERS:
-            return result("INSUFFICIENT_EVIDENCE", "too_few_clusters")
+            return result("INSUFFICIENT_EVIDENCE", "too_few_clusters",
+                          f"{context.source_clusters} source clusters < {MIN_CLUSTERS} needed")
     if kind == "max_failures":
         if row.observed + row.missing == 0:
-            return result("INSUFFICIENT_EVIDENCE", "no_observations")
+            return result("INSUFFICIENT_EVIDENCE", "no_observations", "no case observed")
         failures = row.observed - row.passed
-        if failures > rule.max_failures:  # type: ignore[operator]
-            return result("FAIL", "observed_failures_exceed_limit")
-        if failures + row.missing > rule.max_failures:  # type: ignore[operator]
-            return result("INSUFFICIENT_EVIDENCE", "missing_cases")
-        return result("PASS", None)
+        limit = rule.max_failures
+        said = f"{failures} {'failure' if failures == 1 else 'failures'}"
+        if failures > limit:  # type: ignore[operator]
+            return result("FAIL", "observed_failures_exceed_limit", f"{said} > {limit} allowed")
+        if failures + row.missing > limit:  # type: ignore[operator]
+            return result("INSUFFICIENT_EVIDENCE", "missing_cases",
+                          f"{said} ≤ {limit} allowed, but {row.missing} missing could be failures")
+        return result("PASS", None, f"{said} ≤ {limit} allowed")
     if kind == "min_lower_bound":
         if row.low is None:
-            return result("INSUFFICIENT_EVIDENCE", "no_observations")
+            return result("INSUFFICIENT_EVIDENCE", "no_observations", "no case observed")
+        threshold = f"{rule.min_lower_bound * 100:g} %"  # type: ignore[operator]
         if row.low >= rule.min_lower_bound:  # type: ignore[operator]
-            return result("PASS", None)
-        return result("FAIL", "lower_bound_below_threshold")
+            return result("PASS", None, f"lower bound {_pct(row.low, True)} ≥ {threshold}")
+        return result("FAIL", "lower_bound_below_threshold", f"lower bound {_pct(row.low, True)} < {threshold}")
     if row.rate is None:
-        return result("INSUFFICIENT_EVIDENCE", "no_observations")
+        return result("INSUFFICIENT_EVIDENCE", "no_observations", "no case observed")
+    threshold = f"{rule.min_rate * 100:g} %"  # type: ignore[operator]
     if row.rate >= rule.min_rate:  # type: ignore[operator]
-        return result("PASS", None)
-    return result("FAIL", "rate_below_threshold")
+        return result("PASS", None, f"rate {_pct(row.rate, True)} ≥ {threshold}")
+    return result("FAIL", "rate_below_threshold", f"rate {_pct(row.rate, False)} < {threshold}")
 
 
 def judge_gate(release: ReleaseConfig, criteria: dict[str, RateInterval],

@@ -10,19 +10,19 @@ from typing import Iterable, Iterator
 
 from oloproof.events import ReplayStarted, decode_stream
 from oloproof.replay.engine import PREFIX
-from oloproof.replay.plan import FaultSpec, Needed, collect
+from oloproof.replay.plan import FaultSpec, Needed, collect, keyed_version
 from oloproof.store.base import EventStore
 from oloproof.views import CaseView, FaultReplays, ReplayView, fold_replay
 
 
 class ReplayCache:
-    """Replays keyed by system version, read from the log. ``extra`` holds replays that are
-    known but not stored yet (a run's, between a replay job and its commit)."""
+    """Replays keyed by system version and code digest, read from the log. ``extra`` holds
+    replays that are known but not stored yet (a run's, between a replay job and its commit)."""
 
-    def __init__(self, store: EventStore, system_name: str, version: str):
+    def __init__(self, store: EventStore, system_name: str, version: str, code_digest: str = ""):
         self.store = store
         self.system_name = system_name
-        self.version = version
+        self.version = keyed_version(version, code_digest)
 
     def payloads(self, key: str) -> list[bytes] | None:
         stored = self.store.read_stream(PREFIX + key)

@@ -26,7 +26,7 @@ from oloproof.records import (
     AgentTrajectory,
     Case,
 )
-from oloproof.replay.plan import FaultSpec, Needed, Plan, replay_plan
+from oloproof.replay.plan import FaultSpec, Needed, Plan, keyed_version, replay_plan
 from oloproof.replay.tape import TapeRecorder
 from oloproof.system import SystemSlot
 from oloproof.views import CaseView, ReplayView, fold_case, fold_replay
@@ -136,6 +136,7 @@ class ReplayArgs(msgspec.Struct, frozen=True):
     case_payloads: list[bytes]
     specs: list[tuple[str, str]]
     cached: dict[str, list[bytes]] = {}
+    code_digest: str = ""  # of the system's code: part of every replay key
 
 
 class ReplayStreams(msgspec.Struct, frozen=True):
@@ -148,12 +149,14 @@ def _start(slot: SystemSlot, args: ReplayArgs) -> tuple[CaseView, dict[str, Repl
     known = {key: fold_replay(decode_stream(PREFIX + key, payloads), PREFIX + key)
              for key, payloads in args.cached.items()}
     specs = [FaultSpec(t, f) for t, f in args.specs]
-    return view, known, replay_plan(view, specs, slot.name, slot.version, known.get)
+    return view, known, replay_plan(view, specs, slot.name, keyed_version(slot.version, args.code_digest),
+                                    known.get)
 
 
 def _new(slot: SystemSlot, view: CaseView, args: ReplayArgs, needed: Needed,
          events: tuple[list[bytes], list[str]]) -> tuple[NewStream, ReplayView]:
-    started = replay_started(slot, view, args.case_stream, needed)
+    started = msgspec.structs.replace(replay_started(slot, view, args.case_stream, needed),
+                                      code_digest=args.code_digest)
     payloads, types = [encode(started), *events[0]], [tag_of(started), *events[1]]
     stream = PREFIX + needed.key
     return NewStream(stream, payloads, types), fold_replay(decode_stream(stream, payloads), stream)

@@ -59,6 +59,11 @@ def change_for(plan: Plan, tool: str, fault: str) -> dict[str, Any]:
             "result": fault_result(fault, tool)}
 
 
+def keyed_version(version: str, code_digest: str) -> str:
+    """What replays are keyed by: the system version and, when known, its code's digest."""
+    return f"{version}+code:{code_digest}" if code_digest else version
+
+
 def cache_key(system_name: str, version: str, fingerprint: str, plan: Plan,
               change: dict[str, Any] | None) -> str:
     change_digest = hashlib.sha256(canonical_json(change)).hexdigest()

@@ -4,13 +4,18 @@ The bundle is a folder: ``index.html`` (styles and script inlined, no CDN) and `
 ``summary.js`` (criteria, metrics, slices, gate), ``index.js`` (one compact row per case for
 the filterable list) and ``cases-N.js`` (the case panels, CHUNK cases a file, loaded only
 when a case is opened). Data files are scripts, so the folder also works from ``file://``.
+
+``summary.js`` may carry the run's ``complete`` (bool), ``cases_committed`` and
+``cases_expected``: with ``complete`` false the page opens with the banner "Incomplete run:
+N of M cases recorded; the gate cannot pass"; without the field, no banner.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import msgspec
 
@@ -98,7 +103,9 @@ def build_run_bundle(store: Any, run_id: str, out: Path) -> int:
 
     report = run_report(store, run_id)
     s = report.run.started
-    summary_data = results_dict(run_id, s.system_name, s.system_version, report.suite, report.summary)
+    sealed = report.run.sealed
+    summary_data = results_dict(run_id, s.system_name, s.system_version, report.suite, report.summary,
+                                sealed.digest if sealed else None)
     details = (case_detail(p.view, p.result, report.suite, replay_rows(p.view, p.replays), p.pairs)
                for p in case_panels(store, report))
     return write_bundle(out, summary_data, details, report.suite.criteria)

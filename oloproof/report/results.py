@@ -36,7 +36,9 @@ def case_entry(criteria: list[str], c: CaseResult) -> dict[str, Any]:
 
 
 def results_dict(run_id: str, system_name: str, system_version: str, suite: SuiteEvaluation,
-                 summary: Summary) -> dict[str, Any]:
+                 summary: Summary, log_digest: str | None = None) -> dict[str, Any]:
+    """The results document. ``complete`` is false for a run that is not sealed (its gate
+    cannot pass); ``log_digest`` is the run's seal digest (``audit verify --expect``)."""
     criteria = []
     for name, r in summary.criteria.items():
         criteria.append({
@@ -68,7 +70,7 @@ def results_dict(run_id: str, system_name: str, system_version: str, suite: Suit
             "decision": summary.gate.decision,
             "rules": [
                 {"name": r.name, "criterion": r.criterion, "kind": r.kind, "threshold": r.threshold,
-                 "status": r.status, "reason": r.reason}
+                 "status": r.status, "reason": r.reason, "detail": r.detail}
                 for r in summary.gate.rules
             ],
         }
@@ -77,6 +79,10 @@ def results_dict(run_id: str, system_name: str, system_version: str, suite: Suit
     return {
         "run_id": run_id,
         "system": {"name": system_name, "version": system_version},
+        "complete": summary.complete,
+        "cases_committed": summary.cases_committed,
+        "cases_expected": summary.cases_expected,
+        "log_digest": log_digest,
         "criteria": criteria,
         "metrics": metrics,
         "slices": slices,

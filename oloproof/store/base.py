@@ -12,7 +12,7 @@ import abc
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
-from oloproof.events import chain_digest, chain_digests
+from oloproof.events import SHA256, chain_digest, chain_digests
 
 #: Projection tables: name -> (columns, primary-key columns). Rows are tuples in column order.
 PROJECTIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -85,7 +85,17 @@ Projector = Callable[[str, list[StoredEvent]], Rows]
 
 
 class EventStore(abc.ABC):
-    """Append-only event log with hash chains and rebuildable projections."""
+    """Append-only event log with hash chains and rebuildable projections.
+
+    ``key``: with a key, every chain digest is an HMAC-SHA256 under it (the log records the
+    scheme, never the key). ``key_problem``: why the key given does not fit the log (a keyed
+    log opened without its key, or a key given for a log chained without one); a store with
+    a key problem refuses to write, and its chains cannot be verified.
+    """
+
+    key: bytes | None = None
+    scheme: str = SHA256
+    key_problem: str | None = None
 
     @abc.abstractmethod
     def commit(self, appends: Sequence[StreamAppend], rows: Rows | None = None) -> None:
@@ -97,6 +107,14 @@ class EventStore(abc.ABC):
 
     @abc.abstractmethod
     def stream_length(self, stream: str) -> int: ...
+
+    @abc.abstractmethod
+    def heads(self, prefix: str) -> dict[str, tuple[int, str]]:
+        """Every stream under ``prefix`` -> (number of events, digest of its last event)."""
+
+    @abc.abstractmethod
+    def stream_names(self, prefix: str) -> list[str]:
+        """The names of every stream starting with ``prefix``, in order."""
 
     @abc.abstractmethod
     def read_stream(self, stream: str) -> list[StoredEvent]: ...
@@ -122,7 +140,9 @@ class EventStore(abc.ABC):
         """Number of rows of a projection table matching ``where``."""
 
     @abc.abstractmethod
-    def clear_projections(self) -> None: ...
+    def replace_projections(self, batches: Iterable[Rows]) -> None:
+        """Drop every projection row and insert ``batches`` instead, in ONE transaction: if
+        producing a batch raises, the previous rows stay as they were."""
 
     @abc.abstractmethod
     def delete_projection_rows(self, table: str, **where: object) -> None: ...
@@ -145,14 +165,19 @@ class EventStore(abc.ABC):
     def read_all(self) -> Iterator[StoredEvent]:
         return self.read_prefix("")
 
-    def verify(self) -> VerifyReport:
-        """Recompute every stream's hash chain; report the first broken event per stream."""
+    def verify(self, prefix: str = "", streams: Sequence[str] | None = None) -> VerifyReport:
+        """Recompute the hash chain of every stream under ``prefix`` (or of the ``streams``
+        named); report the first broken event per stream."""
         report = VerifyReport()
+        events: Iterable[StoredEvent] = (
+            self.read_prefix(prefix) if streams is None else (ev for s in streams for ev in self.read_stream(s))
+        )
         current: str | None = None
         previous = ""
         expected_seq = 0
         broken = False
-        for ev in self.read_all():
+        key = self.key
+        for ev in events:
             report.events += 1
             if ev.stream != current:
                 current, previous, expected_seq, broken = ev.stream, "", 0, False
@@ -165,7 +190,7 @@ class EventStore(abc.ABC):
                 )
                 broken = True
                 continue
-            digest = chain_digest(previous, ev.stream, ev.seq, ev.payload)
+            digest = chain_digest(previous, ev.stream, ev.seq, ev.payload, key)
             if digest != ev.digest:
                 report.problems.append(
                     ChainProblem(
@@ -179,19 +204,9 @@ class EventStore(abc.ABC):
         return report
 
     def rebuild_projections(self, projector: Projector) -> None:
-        """Drop every projection row and derive them again from the events."""
-        self.clear_projections()
-        batch: dict[str, list[tuple]] = {}
-        pending = 0
-        for stream, events in _group_streams(self.read_all()):
-            for table, rows in projector(stream, events).items():
-                batch.setdefault(table, []).extend(rows)
-                pending += len(rows)
-            if pending > 5000:
-                self.commit((), batch)
-                batch, pending = {}, 0
-        if batch:
-            self.commit((), batch)
+        """Drop every projection row and derive them again from the events, in one
+        transaction: an event the projector cannot read leaves the previous rows intact."""
+        self.replace_projections(projector(stream, events) for stream, events in _group_streams(self.read_all()))
 
 
 def _group_streams(events: Iterable[StoredEvent]) -> Iterator[tuple[str, list[StoredEvent]]]:
@@ -207,7 +222,7 @@ def _group_streams(events: Iterable[StoredEvent]) -> Iterator[tuple[str, list[St
         yield stream, group  # type: ignore[misc]
 
 
-def chain(previous: str, append: StreamAppend) -> tuple[list[str], str]:
+def chain(previous: str, append: StreamAppend, key: bytes | None = None) -> tuple[list[str], str]:
     """Digests for one append, continuing from ``previous``; returns (digests, last)."""
-    digests = chain_digests(previous, append.stream, append.start, append.payloads)
+    digests = chain_digests(previous, append.stream, append.start, append.payloads, key)
     return digests, (digests[-1] if digests else previous)

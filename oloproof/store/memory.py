@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import copy
-from typing import Iterator, Sequence
+from typing import Iterable, Iterator, Sequence
 
 from oloproof.errors import DuplicateEventError
+from oloproof.events import scheme_of
 from oloproof.store.base import (
     PROJECTIONS,
     EventStore,
@@ -17,7 +18,9 @@ from oloproof.store.base import (
 
 
 class MemoryStore(EventStore):
-    def __init__(self) -> None:
+    def __init__(self, key: bytes | None = None) -> None:
+        self.key = key
+        self.scheme = scheme_of(key)
         self._streams: dict[str, list[StoredEvent]] = {}
         self._tables: dict[str, dict[tuple, tuple]] = {name: {} for name in PROJECTIONS}
 
@@ -30,7 +33,7 @@ class MemoryStore(EventStore):
                     f"stream {ap.stream!r} already has sequence {ap.start}; batch rolled back"
                 )
             previous = existing[-1].digest if existing else ""
-            digests, _ = chain(previous, ap)
+            digests, _ = chain(previous, ap, self.key)
             new = [
                 StoredEvent(ap.stream, ap.start + i, t, p, d)
                 for i, (t, p, d) in enumerate(zip(ap.types, ap.payloads, digests))
@@ -48,6 +51,12 @@ class MemoryStore(EventStore):
 
     def stream_length(self, stream: str) -> int:
         return len(self._streams.get(stream, ()))
+
+    def heads(self, prefix: str) -> dict[str, tuple[int, str]]:
+        return {s: (len(evs), evs[-1].digest) for s, evs in sorted(self._streams.items()) if s.startswith(prefix)}
+
+    def stream_names(self, prefix: str) -> list[str]:
+        return sorted(s for s in self._streams if s.startswith(prefix))
 
     def read_stream(self, stream: str) -> list[StoredEvent]:
         return list(self._streams.get(stream, ()))
@@ -72,8 +81,15 @@ class MemoryStore(EventStore):
     def count(self, table: str, **where: object) -> int:
         return len(self.projection(table, **where))
 
-    def clear_projections(self) -> None:
-        self._tables = {name: {} for name in PROJECTIONS}
+    def replace_projections(self, batches: Iterable[Rows]) -> None:
+        tables: dict[str, dict[tuple, tuple]] = {name: {} for name in PROJECTIONS}
+        for rows in batches:
+            for table, table_rows in rows.items():
+                cols, key = PROJECTIONS[table]
+                idx = [cols.index(k) for k in key]
+                for row in table_rows:
+                    tables[table][tuple(row[i] for i in idx)] = tuple(row)
+        self._tables = tables
 
     def delete_projection_rows(self, table: str, **where: object) -> None:
         cols, _ = PROJECTIONS[table]

@@ -10,9 +10,11 @@ from __future__ import annotations
 import sqlite3
 from itertools import count, repeat
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterable, Iterator, Sequence
+from urllib.parse import quote
 
 from oloproof.errors import CorruptLogError, DuplicateEventError, StoreError
+from oloproof.events import HMAC_SHA256, SHA256, scheme_of
 from oloproof.store.base import (
     PROJECTIONS,
     PROJECTIONS_VERSION,
@@ -26,6 +28,14 @@ from oloproof.store.base import (
 SCHEMA_VERSION = "1"  # of the events table; projections have their own version
 DURABILITY = {"full": "FULL", "normal": "NORMAL"}
 
+#: the only triggers an Oloproof log may hold (name -> definition)
+_TRIGGERS = {
+    "events_append_only_update": "CREATE TRIGGER events_append_only_update BEFORE UPDATE ON events\n"
+                                 "BEGIN SELECT RAISE(ABORT, 'oloproof events are append-only'); END;",
+    "events_append_only_delete": "CREATE TRIGGER events_append_only_delete BEFORE DELETE ON events\n"
+                                 "BEGIN SELECT RAISE(ABORT, 'oloproof events are append-only'); END;",
+}
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS events (
@@ -37,11 +47,7 @@ CREATE TABLE IF NOT EXISTS events (
     digest TEXT NOT NULL,
     UNIQUE (stream, seq)
 );
-CREATE TRIGGER IF NOT EXISTS events_append_only_update BEFORE UPDATE ON events
-BEGIN SELECT RAISE(ABORT, 'oloproof events are append-only'); END;
-CREATE TRIGGER IF NOT EXISTS events_append_only_delete BEFORE DELETE ON events
-BEGIN SELECT RAISE(ABORT, 'oloproof events are append-only'); END;
-"""
+""" + "\n".join(sql.replace("CREATE TRIGGER", "CREATE TRIGGER IF NOT EXISTS") for sql in _TRIGGERS.values())
 
 
 _VERDICTS_VIEW = """
@@ -55,27 +61,58 @@ JOIN runs AS r ON r.run_id = e.run_id AND r.eval_key = e.eval_key,
 
 
 class SQLiteStore(EventStore):
-    """Event log in one SQLite file (default ``.oloproof/log.db``)."""
+    """Event log in one SQLite file (default ``.oloproof/log.db``).
 
-    def __init__(self, path: str | Path, *, durability: str = "full", create: bool = True):
+    ``readonly``: open for reading only (``mode=ro``): nothing is created, migrated or
+    switched to WAL, and a file on read-only storage is read as it is (``immutable``). The
+    read commands use it; they never write, so they never wait on or block a writer.
+
+    A log holding triggers that Oloproof did not create is refused: a trigger can rewrite what
+    is stored behind Oloproof's back.
+    """
+
+    def __init__(self, path: str | Path, *, durability: str = "full", create: bool = True,
+                 readonly: bool = False, key: bytes | None = None):
         self.path = Path(path)
         self.projections_stale = False
+        self.readonly = readonly
+        self.key = key
         if durability not in DURABILITY:
             raise StoreError(f"durability must be one of {', '.join(DURABILITY)}, got {durability!r}")
-        if not create and not self.path.exists():
+        if (readonly or not create) and not self.path.exists():
             raise StoreError(f"no event log at {self.path}")
-        if create:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.exists() and not self.path.is_file():
+            raise StoreError(f"{self.path}: is not a file")
+        if create and not readonly:
+            parent = self.path.parent
+            if parent.exists() and not parent.is_dir():
+                raise StoreError(f"cannot create the log at {self.path}: {parent} is a file, not a folder")
+            try:
+                parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise StoreError(f"cannot create the folder {parent} for the log: {e.strerror or e}") from e
         try:
-            self._conn = sqlite3.connect(str(self.path), isolation_level=None, timeout=60.0)
+            if readonly:
+                self._conn = _connect_readonly(self.path)
+            else:
+                self._conn = sqlite3.connect(str(self.path), isolation_level=None, timeout=60.0)
             self._conn.execute("PRAGMA busy_timeout = 60000")
-            mode = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            self._conn.execute(f"PRAGMA synchronous = {DURABILITY[durability]}")
-            self._prepare()
+            if not readonly:
+                mode = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                self._conn.execute(f"PRAGMA synchronous = {DURABILITY[durability]}")
+            self._check()
+            if not readonly:
+                self._prepare()
         except sqlite3.DatabaseError as e:
             raise CorruptLogError(f"{self.path}: not a readable Oloproof log ({e})") from e
-        if mode.lower() != "wal":
+        except StoreError:
+            self._conn.close()
+            raise
+        if not readonly and mode.lower() != "wal":
             raise StoreError(f"{self.path}: could not switch the log to WAL mode (got {mode})")
+        if self.key_problem and not readonly:
+            self._conn.close()
+            raise StoreError(f"{self.path}: {self.key_problem}")
 
     @property
     def db(self) -> "sqlite_utils.Database":  # noqa: F821
@@ -84,10 +121,12 @@ class SQLiteStore(EventStore):
 
         return sqlite_utils.Database(self._conn)
 
-    def _prepare(self) -> None:
+    def _check(self) -> None:
+        """What every opening checks, without writing: an Oloproof log of a version this
+        code reads, with no foreign triggers, chained the way the key says."""
         tables = {r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if tables and "events" not in tables:
-            raise CorruptLogError(f"{self.path}: an SQLite file, but not an Oloproof log (no events table)")
+        if (tables or self.readonly) and "events" not in tables:
+            raise CorruptLogError(f"{self.path}: not an Oloproof log (no events table)")
         if "meta" in tables:
             row = self._conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
             if row is None or row[0] != SCHEMA_VERSION:
@@ -95,9 +134,47 @@ class SQLiteStore(EventStore):
                     f"{self.path}: log schema version {row[0] if row else 'unknown'!r}; "
                     f"this Oloproof reads version {SCHEMA_VERSION}"
                 )
+        if tables:
             cols = {r[1] for r in self._conn.execute("PRAGMA table_info(events)")}
             if not {"stream", "seq", "type", "payload", "digest"} <= cols:
                 raise CorruptLogError(f"{self.path}: events table is missing columns")
+        ours = {name: _normal(sql) for name, sql in _TRIGGERS.items()}
+        foreign = [
+            f"{name} (on {table})"
+            for name, table, sql in self._conn.execute("SELECT name, tbl_name, sql FROM sqlite_master WHERE type='trigger'")
+            if ours.get(name) != _normal(sql or "")
+        ]
+        if foreign:
+            raise CorruptLogError(
+                f"{self.path}: the log holds triggers that Oloproof did not create: {', '.join(sorted(foreign))}. "
+                "A trigger can rewrite what is stored, so this log is refused; if you trust the file, "
+                "remove them with DROP TRIGGER"
+            )
+        stored = None
+        if "meta" in tables:
+            row = self._conn.execute("SELECT value FROM meta WHERE key='chain'").fetchone()
+            stored = row[0] if row else None
+        has_events = "events" in tables and self._conn.execute("SELECT 1 FROM events LIMIT 1").fetchone()
+        if stored is None and not has_events:
+            self.scheme = scheme_of(self.key)  # a new log: chained as the key says
+        else:
+            self.scheme = stored or SHA256
+        if self.scheme not in (SHA256, HMAC_SHA256):
+            raise CorruptLogError(f"{self.path}: unknown chain scheme {self.scheme!r}")
+        if self.scheme == HMAC_SHA256 and self.key is None:
+            self.key_problem = ("this log's chain is keyed (HMAC-SHA256): set OLOPROOF_LOG_KEY to the key "
+                                "it was written with")
+        elif self.scheme == SHA256 and self.key is not None:
+            self.key_problem = ("OLOPROOF_LOG_KEY is set, but this log's chain is not keyed: it was written "
+                                "without the key, or rewritten without it")
+        if "meta" in tables and not self.readonly:
+            row = self._conn.execute("SELECT value FROM meta WHERE key='projections_version'").fetchone()
+            self.projections_stale = bool(has_events) and (row is None or row[0] != PROJECTIONS_VERSION)
+        elif "meta" in tables:
+            row = self._conn.execute("SELECT value FROM meta WHERE key='projections_version'").fetchone()
+            self.projections_stale = row is None or row[0] != PROJECTIONS_VERSION
+
+    def _prepare(self) -> None:
         self._conn.execute("BEGIN IMMEDIATE")
         try:
             for statement in _split(_SCHEMA):
@@ -105,6 +182,8 @@ class SQLiteStore(EventStore):
             self._conn.execute(
                 "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (SCHEMA_VERSION,)
             )
+            if self.key_problem is None:
+                self._conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('chain', ?)", (self.scheme,))
             row = self._conn.execute("SELECT value FROM meta WHERE key='projections_version'").fetchone()
             if row is None or row[0] != PROJECTIONS_VERSION:
                 # derived tables of another shape: drop them; they are rebuilt from the events
@@ -127,8 +206,16 @@ class SQLiteStore(EventStore):
 
     # ---- writing -----------------------------------------------------------------------
 
+    def _writable(self) -> None:
+        if self.readonly:
+            raise StoreError(f"{self.path}: opened read-only")
+        if self.key_problem:
+            raise StoreError(f"{self.path}: {self.key_problem}")
+
     def commit(self, appends: Sequence[StreamAppend], rows: Rows | None = None) -> None:
+        self._writable()
         conn = self._conn
+        key = self.key
         try:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.DatabaseError as e:
@@ -149,7 +236,7 @@ class SQLiteStore(EventStore):
                             "batch rolled back"
                         )
                     previous = row[1]
-                digests, _ = chain(previous, ap)
+                digests, _ = chain(previous, ap, key)
                 stream = ap.stream
                 rows_out.extend(zip(repeat(stream), count(ap.start), ap.types, ap.payloads, digests))
             if rows_out:  # every stream of the batch in one statement
@@ -165,6 +252,11 @@ class SQLiteStore(EventStore):
         except sqlite3.IntegrityError as e:
             conn.execute("ROLLBACK")
             raise DuplicateEventError(f"duplicate (stream, sequence): {e}; batch rolled back") from e
+        except sqlite3.OperationalError as e:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise StoreError(f"{self.path}: cannot write the log ({_reason(e)}); the batch rolled back, "
+                             "nothing of it was written") from e
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
@@ -175,6 +267,21 @@ class SQLiteStore(EventStore):
     def stream_length(self, stream: str) -> int:
         row = self._conn.execute("SELECT MAX(seq) FROM events WHERE stream = ?", (stream,)).fetchone()
         return 0 if row[0] is None else row[0] + 1
+
+    def heads(self, prefix: str) -> dict[str, tuple[int, str]]:
+        # SQLite returns the bare columns of the row holding MAX(seq)
+        cur = self._conn.execute(
+            "SELECT stream, MAX(seq), digest FROM events WHERE stream >= ? AND stream < ? GROUP BY stream",
+            (prefix, prefix + "\U0010ffff"),
+        )
+        return {s: (n + 1, d) for s, n, d in cur}
+
+    def stream_names(self, prefix: str) -> list[str]:
+        cur = self._conn.execute(
+            "SELECT stream FROM events WHERE seq = 0 AND stream >= ? AND stream < ? ORDER BY stream",
+            (prefix, prefix + "\U0010ffff"),
+        )
+        return [r[0] for r in cur]
 
     def read_stream(self, stream: str) -> list[StoredEvent]:
         cur = self._conn.execute(
@@ -251,13 +358,29 @@ class SQLiteStore(EventStore):
             sql += " WHERE " + " AND ".join(f"{k} = ?" for k in where)
         return self._conn.execute(sql, tuple(where.values())).fetchone()[0]
 
-    def clear_projections(self) -> None:
-        self._conn.execute("BEGIN IMMEDIATE")
-        for name in PROJECTIONS:
-            self._conn.execute(f"DELETE FROM {name}")
-        self._conn.execute("COMMIT")
+    def replace_projections(self, batches: Iterable[Rows]) -> None:
+        """One transaction: the write lock is held from the first row dropped to the last row
+        inserted, so a writer waits (busy timeout) and the rows match the events exactly; an
+        error (or a kill) leaves the previous rows."""
+        self._writable()
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for name in PROJECTIONS:
+                conn.execute(f"DELETE FROM {name}")
+            for rows in batches:
+                for table, table_rows in rows.items():
+                    cols, _ = PROJECTIONS[table]
+                    conn.executemany(f"INSERT OR REPLACE INTO {table} VALUES ({', '.join('?' * len(cols))})",
+                                     table_rows)
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
 
     def delete_projection_rows(self, table: str, **where: object) -> None:
+        self._writable()
         self._conn.execute("BEGIN IMMEDIATE")
         self._conn.execute(
             f"DELETE FROM {table} WHERE " + " AND ".join(f"{k} = ?" for k in where), tuple(where.values())
@@ -269,6 +392,32 @@ class SQLiteStore(EventStore):
 
     def close(self) -> None:
         self._conn.close()
+
+
+def _connect_readonly(path: Path) -> sqlite3.Connection:
+    """A read-only connection; on read-only storage (no ``-shm`` can be made beside a WAL
+    log), the file is opened as immutable: nobody can be writing it there."""
+    uri = "file:" + quote(str(path.resolve()))
+    conn = sqlite3.connect(uri + "?mode=ro", uri=True, isolation_level=None, timeout=60.0)
+    try:
+        conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        return conn
+    except sqlite3.OperationalError as e:
+        conn.close()
+        if "unable to open" not in str(e) and "readonly" not in str(e):
+            raise
+    return sqlite3.connect(uri + "?mode=ro&immutable=1", uri=True, isolation_level=None)
+
+
+def _normal(sql: str) -> str:
+    return " ".join(sql.replace("IF NOT EXISTS ", "").split()).rstrip(";").strip()
+
+
+def _reason(e: sqlite3.Error) -> str:
+    text = str(e)
+    if "full" in text:
+        return "the disk is full"
+    return text
 
 
 def _bytes_row(r: tuple) -> tuple:

@@ -3,7 +3,7 @@
 // (data/*.js), which works from a static folder (file://) as well as from a server.
 "use strict";
 (function () {
-  var state = { summary: null, index: null, chunks: {}, pending: {} };
+  var state = { summary: null, index: null, chunks: {}, pending: {}, shown: null };
   var t0 = performance.now();
   var PAGE = 100;
 
@@ -75,9 +75,22 @@
     location.hash = parts.join("&");
   }
 
+  // A run that is not sealed (interrupted, or still running) can never pass its gate: say so
+  // first. The fields come with the run's data; a bundle without them shows no banner.
+  function incompleteBanner(s) {
+    var run = s.complete === undefined && s.run ? s.run : s;
+    if (run.complete !== false) return null;
+    var n = run.cases_committed, m = run.cases_expected;
+    var count = (typeof n === "number" ? n : "?") + (typeof m === "number" ? " of " + m : "") + " cases recorded";
+    return el("div", { id: "incomplete", cls: "banner", role: "alert",
+      text: "Incomplete run: " + count + "; the gate cannot pass" });
+  }
+
   function renderSummary(root) {
     var s = state.summary;
     document.getElementById("title").textContent = "run " + s.run_id + " · " + s.system.name + " " + s.system.version;
+    var banner = incompleteBanner(s);
+    if (banner) root.appendChild(banner);
     var rows = s.criteria.map(function (r) {
       return [td(r.criterion), td(pct(r.rate), "num"), td(outward(r.low, r.high)), bar(r), td(evidence(r))];
     });
@@ -193,6 +206,15 @@
       panel.appendChild(table(["", pr.source, pr.derived], rows));
     });
     root.appendChild(panel);
+    return panel;
+  }
+
+  // Opening a case (a click on its row, or a #case= link) brings its panel into view, once:
+  // later re-renders (paging, data arriving) leave the scroll position alone.
+  function reveal(panel, caseId) {
+    if (state.shown === caseId) return;
+    state.shown = caseId;
+    panel.scrollIntoView({ block: "start" });
   }
 
   function render() {
@@ -204,13 +226,13 @@
     renderCases(root, p);
     if (p.case) {
       var pos = state.index.position[p.case];
-      if (pos === undefined) root.appendChild(el("p", { id: "panel", text: "no case " + p.case }));
+      if (pos === undefined) reveal(root.appendChild(el("p", { id: "panel", text: "no case " + p.case })), p.case);
       else {
         var n = Math.floor(pos / state.index.chunk_size);
-        if (state.chunks[n]) renderPanel(root, state.chunks[n][pos % state.index.chunk_size]);
+        if (state.chunks[n]) reveal(renderPanel(root, state.chunks[n][pos % state.index.chunk_size]), p.case);
         else { root.appendChild(el("p", { id: "panel-loading", text: "loading case…" })); load("data/cases-" + n + ".js"); }
       }
-    }
+    } else state.shown = null;
     if (!document.body.dataset.firstPaint) document.body.dataset.firstPaint = String(Math.round(performance.now() - t0));
     document.body.dataset.ready = "1";
   }

@@ -1,0 +1,256 @@
+"""Seals and audits: what a finished run commits to, and whether the log still holds it.
+
+A run ends with a seal (:class:`~oloproof.events.RunSealed`): every stream it wrote or relied
+on — its case streams and the replay streams its cases were judged with — with each stream's
+length and the head of its hash chain, and a digest over them all and over the run stream's
+own head. Each event's digest already covers the one before it, so the heads cover every
+event; the seal adds what a chain alone cannot see: a stream deleted whole, a tail cut off,
+a case added afterwards.
+
+What this proves depends on what the attacker cannot do (the README says it plainly):
+
+* nothing outside the log: deleting, truncating or editing streams is caught, but someone who
+  recomputes every hash (chains and seal) goes unseen;
+* the seal digest kept outside the log (``audit verify --expect DIGEST``, a CI artifact):
+  any rewrite of the run is caught, recomputed or not;
+* ``OLOPROOF_LOG_KEY``: chains and seals are HMAC-SHA256 under a key the log never holds, so
+  nobody without the key can recompute them.
+
+Every reader of a run (``show``, ``eval``, ``gate``, ``view``, ``export``) checks that run's
+chains and seal first and refuses a broken run; ``audit verify`` checks every run and stream.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from oloproof.errors import CorruptLogError
+from oloproof.events import (
+    RunFinished,
+    RunSealed,
+    RunStarted,
+    decode,
+    encode,
+    seal_digest,
+    tag_of,
+)
+from oloproof.replay.engine import PREFIX
+from oloproof.store.base import EventStore, StreamAppend
+
+HEAD = 16  # hex digits of a stream's head kept in the seal, to name a rewritten stream
+
+
+@dataclass
+class RunAudit:
+    run_id: str
+    started: RunStarted | None
+    sealed: RunSealed | None = None
+    legacy_finished: RunFinished | None = None  # a run finished before seals existed
+    committed: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def expected(self) -> int:
+        return self.started.case_count if self.started is not None else 0
+
+    @property
+    def complete(self) -> bool:
+        """Sealed (or finished before seals, with every case there) and intact."""
+        if self.problems:
+            return False
+        if self.sealed is not None:
+            return True
+        return self.legacy_finished is not None and self.committed >= self.expected
+
+    @property
+    def digest(self) -> str | None:
+        return self.sealed.digest if self.sealed is not None else None
+
+    @property
+    def status(self) -> str:
+        if self.problems:
+            return "broken"
+        if self.sealed is not None:
+            return "sealed"
+        if self.complete:
+            return "finished (before seals)"
+        return "incomplete"
+
+
+def seal(store: EventStore, run_id: str, *, case_count: int, replay_streams: set[str],
+         clock: Callable[[], str]) -> RunSealed:
+    """Append the seal of ``run_id`` (the run's cases and ``replay_streams`` as they are now)."""
+    run_stream = store.heads(run_id).get(run_id)
+    if run_stream is None:
+        raise CorruptLogError(f"run stream {run_id!r} is missing")
+    heads = _heads(store, run_id, replay_streams)
+    committed = sum(1 for s in heads if not s.startswith(PREFIX))
+    event = RunSealed(
+        run_id=run_id, finished_at=clock(), case_count=case_count, cases_committed=committed,
+        streams={s: [n, d[:HEAD]] for s, (n, d) in sorted(heads.items())},
+        scheme=store.scheme, digest=seal_digest(run_id, run_stream, heads, store.key),
+    )
+    store.commit([StreamAppend(run_id, run_stream[0], [encode(event)], [tag_of(event)])])
+    return event
+
+
+def _heads(store: EventStore, run_id: str, replay_streams: set[str] | list[str]) -> dict[str, tuple[int, str]]:
+    heads = store.heads(run_id + "/")
+    for stream in replay_streams:
+        head = store.heads(stream).get(stream)
+        if head is not None:
+            heads[stream] = head
+    return heads
+
+
+def audit_run(store: EventStore, run_id: str, *, deep: bool = False) -> RunAudit:
+    """Check one run: the chains of its streams, and its streams against its seal. ``deep``
+    also decodes every event and checks that its stored type matches its payload."""
+    stored = store.read_stream(run_id)
+    audit = RunAudit(run_id, None)
+    problems = audit.problems
+    if store.key_problem:
+        problems.append(store.key_problem)
+        return audit
+    if not stored:
+        problems.append(f"run stream {run_id!r} is missing")
+        return audit
+    events = []
+    for ev in stored:
+        try:
+            events.append(decode(ev.payload))
+        except Exception as e:
+            problems.append(f"{run_id} #{ev.seq}: payload cannot be decoded ({_short(e)})")
+            return audit
+    if not isinstance(events[0], RunStarted):
+        problems.append(f"{run_id} #0: the run stream does not begin with run_started")
+        return audit
+    audit.started = events[0]
+    for ev, event in zip(stored, events):
+        if ev.type != tag_of(event):
+            problems.append(f"{run_id} #{ev.seq}: stored type {ev.type!r} disagrees with its payload "
+                            f"({tag_of(event)!r})")
+    seal_at = next((i for i, e in enumerate(events) if isinstance(e, RunSealed)), None)
+    if seal_at is not None:
+        audit.sealed = events[seal_at]  # type: ignore[assignment]
+        if seal_at != len(events) - 1:
+            problems.append(f"{run_id}: {len(events) - 1 - seal_at} event(s) appended after the seal")
+    else:
+        audit.legacy_finished = next((e for e in events if isinstance(e, RunFinished)), None)
+    # the chains: the run's own stream, its cases, and (sealed) the replays it relied on
+    replays = [s for s in (audit.sealed.streams if audit.sealed else ()) if s.startswith(PREFIX)]
+    report = store.verify(run_id + "/")
+    report.problems += store.verify(streams=[run_id, *replays]).problems
+    for p in report.problems:
+        problems.append(f"{p.stream} #{p.seq}: {p.problem}")
+    heads = _heads(store, run_id, replays)
+    cases = {s for s in heads if not s.startswith(PREFIX)}
+    audit.committed = len(cases)
+    if deep:
+        problems.extend(_deep_check(store, [run_id + "/"], replays))
+    if audit.sealed is None:
+        if audit.legacy_finished is not None and len(cases) < audit.legacy_finished.cases_committed:
+            problems.append(f"{run_id}: {audit.legacy_finished.cases_committed - len(cases)} case stream(s) "
+                            f"missing: {audit.legacy_finished.cases_committed} were committed when it finished")
+        return audit
+    s = audit.sealed
+    if s.scheme != store.scheme:
+        problems.append(f"{run_id}: sealed under {s.scheme}, but the log is chained with {store.scheme}")
+    for name, (length, head) in s.streams.items():
+        kind = "replay stream" if name.startswith(PREFIX) else "case stream"
+        now = heads.get(name)
+        if now is None:
+            problems.append(f"{name}: {kind} missing (sealed with {length} events)")
+        elif now[0] < length:
+            problems.append(f"{name}: {kind} truncated: {now[0]} of the {length} sealed events left")
+        elif now[0] > length:
+            problems.append(f"{name}: {now[0] - length} event(s) appended to the {kind} after the seal")
+        elif now[1][:HEAD] != head:
+            problems.append(f"{name}: {kind} rewritten since the seal (its chain head changed)")
+    for name in sorted(cases - set(s.streams)):
+        problems.append(f"{name}: case stream added after the seal")
+    if len(s.streams) and not problems:
+        assert seal_at is not None
+        run_head = (seal_at, stored[seal_at - 1].digest)
+        if seal_digest(run_id, run_head, heads, store.key) != s.digest:
+            problems.append(f"{run_id}: the seal's digest does not match the streams it seals")
+    return audit
+
+
+def current_digest(store: EventStore, audit: RunAudit) -> str | None:
+    """The seal digest recomputed from the log as it is now (for ``--expect``)."""
+    if audit.sealed is None:
+        return None
+    stored = store.read_stream(audit.run_id)
+    seal_at = next(i for i, ev in enumerate(stored) if ev.type == tag_of(audit.sealed))
+    replays = [s for s in audit.sealed.streams if s.startswith(PREFIX)]
+    return seal_digest(audit.run_id, (seal_at, stored[seal_at - 1].digest), _heads(store, audit.run_id, replays),
+                       store.key)
+
+
+def _deep_check(store: EventStore, prefixes: list[str], streams: list[str]) -> list[str]:
+    """Every event decodes, and its stored type column matches its payload's tag."""
+    out: list[str] = []
+    sources = [store.read_prefix(p) for p in prefixes] + [iter(store.read_stream(s)) for s in streams]
+    for source in sources:
+        for ev in source:
+            try:
+                tag = tag_of(decode(ev.payload))
+            except Exception as e:
+                out.append(f"{ev.stream} #{ev.seq}: payload cannot be decoded ({_short(e)})")
+                continue
+            if tag != ev.type:
+                out.append(f"{ev.stream} #{ev.seq}: stored type {ev.type!r} disagrees with its payload ({tag!r})")
+    return out
+
+
+def _short(e: Exception) -> str:
+    text = str(e)
+    return text if len(text) <= 120 else text[:117] + "…"
+
+
+@dataclass
+class LogAudit:
+    runs: list[RunAudit]
+    orphans: list[str]  # case streams whose run stream is gone
+    streams: int
+    events: int
+    problems: list[str]  # chains outside any run (replays no seal covers), orphans
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and all(not r.problems and r.complete for r in self.runs)
+
+
+def audit_log(store: EventStore) -> LogAudit:
+    """Every run against its seal, every chain, every payload."""
+    report = store.verify()
+    problems = [f"{p.stream} #{p.seq}: {p.problem}" for p in report.problems]
+    if store.key_problem:
+        problems.insert(0, store.key_problem)
+    names = store.stream_names("")
+    run_ids = [n for n in names if "/" not in n]
+    runs = []
+    for run_id in run_ids:
+        audit = audit_run(store, run_id)
+        runs.append(audit)
+    known = set(run_ids)
+    orphans = sorted({n.split("/", 1)[0] for n in names if "/" in n and not n.startswith(PREFIX)} - known)
+    for run_id in orphans:
+        problems.append(f"{run_id}/…: case streams of a run that no longer exists (its run stream is gone)")
+    problems.extend(_deep_check(store, [PREFIX], []))
+    # the runs' own and case streams are deep-checked here once
+    for audit in runs:
+        audit.problems.extend(_deep_check(store, [audit.run_id + "/"], []))
+    return LogAudit(runs, orphans, report.streams, report.events, problems)
+
+
+def require_intact(store: EventStore, run_id: str) -> RunAudit:
+    """The audit of a run a reader is about to report on; a broken run is refused (exit 2)."""
+    audit = audit_run(store, run_id)
+    if audit.problems:
+        shown = "; ".join(audit.problems[:3]) + (f"; … {len(audit.problems) - 3} more" if len(audit.problems) > 3 else "")
+        raise CorruptLogError(f"run {run_id} fails its audit, so it is not reported: {shown} "
+                              "(see 'oloproof audit verify')")
+    return audit

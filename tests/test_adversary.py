@@ -1,0 +1,524 @@
+"""Verdicts that survive an adversary: sealed runs, decisions from events only, readers that
+never block or write, an atomic rebuild, stale replays.
+
+Each test reproduces an attack that worked on the first release and now fails."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from oloproof.events import chain_digests, encode
+from tests.conftest import EXAMPLES, write
+
+APP = '''\
+import os
+import signal
+
+from oloproof import current_case, tool
+
+
+@tool
+def act(what):
+    return {"ok": what}
+
+
+def agent(case):
+    if case.input.get("die"):
+        os.kill(os.getpid(), signal.SIGKILL)  # the process is killed in the middle of the run
+    act(case.input["what"])
+    current_case().finish("success")
+    return {"answer": "ok"}
+'''
+
+CONFIG = '''\
+system: {name: tiny, version: "1", callable: app:agent, records: [agent_trajectory/v1]}
+cases: cases.jsonl
+release: release.yaml
+evaluators:
+  - {type: contains, criterion: answer_correct, field: answer, expected_field: answer}
+'''
+RELEASE = "rules:\n  - {name: answers, criterion: answer_correct, max_failures: 0}\n"
+
+
+def tiny(tmp_path: Path, n: int = 10, die: int | None = None) -> Path:
+    p = tmp_path / "tiny"
+    write(p / "app.py", APP)
+    write(p / "oloproof.yaml", CONFIG)
+    write(p / "release.yaml", RELEASE)
+    write(p / "cases.jsonl", "".join(
+        json.dumps({"id": f"c{i:04d}", "input": {"what": f"w{i}", "die": i == die},
+                    "expected": {"answer": "ok"}}) + "\n" for i in range(n)))
+    return p
+
+
+def oloproof(*args: str, cwd: Path, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """The real command in its own process (a kill, a concurrent writer)."""
+    return subprocess.run([sys.executable, "-m", "oloproof", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "COLUMNS": "200", **(env or {})})
+
+
+@pytest.fixture
+def support(cli, tmp_path):
+    p = tmp_path / "support"
+    shutil.copytree(EXAMPLES / "support_agent", p, ignore=shutil.ignore_patterns("__pycache__", ".oloproof"))
+    r = cli("run", "--json", "results.json", cwd=p)
+    assert r.exit_code == 1, r.output  # the example's gate FAILs (3 constraint failures)
+    data = json.loads((p / "results.json").read_text())
+    return p, data
+
+
+def connect(p: Path) -> sqlite3.Connection:
+    return sqlite3.connect(p / ".oloproof" / "log.db", isolation_level=None)
+
+
+def failing(data: dict, criterion: str = "agent_constraints_satisfied") -> list[str]:
+    return [c["case_id"] for c in data["cases"] if c["verdicts"][criterion]["verdict"] == "fail"]
+
+
+# ---- incomplete runs never pass -------------------------------------------------------------
+
+def test_a_killed_run_cannot_pass_the_gate(cli, tmp_path):
+    p = tiny(tmp_path, n=10, die=4)
+    killed = oloproof("run", cwd=p)
+    assert killed.returncode == -9  # SIGKILL: the process could not say anything
+    gate = cli("gate", "latest", cwd=p)
+    assert gate.exit_code == 1, gate.output
+    assert "INSUFFICIENT_EVIDENCE" in gate.output and "run_incomplete" in gate.output
+    assert "INCOMPLETE RUN: 4 of 10 cases" in gate.output
+    ev = cli("eval", "latest", "--json", "e.json", cwd=p)
+    assert ev.exit_code == 1
+    data = json.loads((p / "e.json").read_text())
+    assert (data["complete"], data["cases_committed"], data["cases_expected"], data["log_digest"]) == \
+        (False, 4, 10, None)
+    row = data["criteria"][0]
+    assert (row["passed"], row["observed"], row["missing"]) == (4, 4, 6)  # unrecorded = missing
+    assert data["gate"]["rules"][0]["reason"] == "run_incomplete"
+    verify = cli("audit", "verify", cwd=p)
+    assert verify.exit_code == 1 and "INCOMPLETE run" in verify.output and "--resume" in verify.output
+    runs = cli("runs", "--json", cwd=p)
+    assert json.loads(runs.output)[0]["status"] == "incomplete"
+
+
+def test_a_run_refuses_to_resume_after_its_code_changed(cli, tmp_path):
+    p = tiny(tmp_path, n=6, die=3)
+    assert oloproof("run", cwd=p).returncode == -9
+    run_id = json.loads(cli("runs", "--json", cwd=p).output)[0]["run_id"]
+    (p / "app.py").write_text(APP.replace("os.kill(os.getpid(), signal.SIGKILL)", "pass"))
+    r = cli("run", "--resume", run_id, cwd=p)
+    assert r.exit_code == 2 and "code" in r.output and "changed" in r.output
+
+
+def test_a_resumed_run_is_sealed_and_decides(cli, tmp_path):
+    p = tiny(tmp_path, n=6)
+    (p / "app.py").write_text(APP.replace("if case.input.get(\"die\"):", "if os.environ.get(\"DIE_AT\") == case.id:"))
+    assert oloproof("run", cwd=p, env={"DIE_AT": "c0003"}).returncode == -9
+    run_id = json.loads(cli("runs", "--json", cwd=p).output)[0]["run_id"]
+    assert cli("gate", run_id, cwd=p).exit_code == 1
+    r = cli("run", "--resume", run_id, "--json", "r.json", cwd=p)
+    assert r.exit_code == 0, r.output
+    data = json.loads((p / "r.json").read_text())
+    assert data["complete"] and data["cases_committed"] == 6 and data["log_digest"].startswith("sha256:")
+    assert cli("gate", run_id, cwd=p).exit_code == 0
+    assert cli("audit", "verify", "--expect", data["log_digest"], cwd=p).exit_code == 0
+
+
+# ---- deletions, truncations, forgeries --------------------------------------------------------
+
+def drop_triggers(conn: sqlite3.Connection) -> None:
+    conn.execute("DROP TRIGGER events_append_only_update")
+    conn.execute("DROP TRIGGER events_append_only_delete")
+
+
+def restore_triggers(conn: sqlite3.Connection) -> None:
+    from oloproof.store.sqlite import _TRIGGERS
+
+    for sql in _TRIGGERS.values():
+        conn.execute(sql)
+
+
+def test_deleting_the_failing_case_streams_is_caught(cli, support):
+    p, data = support
+    bad = failing(data)
+    assert len(bad) == 3
+    conn = connect(p)
+    drop_triggers(conn)
+    for case_id in bad:
+        conn.execute("DELETE FROM events WHERE stream = ?", (f"{data['run_id']}/{case_id}",))
+    restore_triggers(conn)
+    conn.close()
+    verify = cli("audit", "verify", cwd=p)
+    assert verify.exit_code == 1
+    for case_id in bad:
+        assert f"{data['run_id']}/{case_id}: case stream missing" in verify.output
+    gate = cli("gate", "latest", cwd=p)
+    assert gate.exit_code == 2 and "fails its audit" in gate.output and "PASS" not in gate.output
+    for command in (["eval", "latest"], ["show", "latest"], ["view", "latest", "--out", "html"]):
+        r = cli(*command, cwd=p)
+        assert r.exit_code == 2 and "case stream missing" in r.output, command
+
+
+def test_a_truncated_case_stream_is_caught(cli, support):
+    p, data = support
+    case_id = failing(data)[0]
+    stream = f"{data['run_id']}/{case_id}"
+    conn = connect(p)
+    n = conn.execute("SELECT COUNT(*) FROM events WHERE stream = ?", (stream,)).fetchone()[0]
+    drop_triggers(conn)
+    conn.execute("DELETE FROM events WHERE stream = ? AND seq >= ?", (stream, n - 3))
+    restore_triggers(conn)
+    conn.close()
+    verify = cli("audit", "verify", cwd=p)
+    assert verify.exit_code == 1 and f"{stream}: case stream truncated: {n - 3} of the {n} sealed events left" \
+        in verify.output
+    assert cli("gate", "latest", cwd=p).exit_code == 2
+
+
+def recompute_chains(conn: sqlite3.Connection, key: bytes | None = None) -> None:
+    """What an attacker with write access does after editing events: recompute every chain."""
+    rows = conn.execute("SELECT pos, stream, seq, payload FROM events ORDER BY stream, seq").fetchall()
+    previous, stream_now = "", None
+    for pos, stream, seq, payload in rows:
+        if stream != stream_now:
+            previous, stream_now = "", stream
+        previous = chain_digests(previous, stream, seq, [bytes(payload)], key)[0]
+        conn.execute("UPDATE events SET digest = ? WHERE pos = ?", (previous, pos))
+
+
+def reseal(conn: sqlite3.Connection, run_id: str) -> None:
+    """Recompute the seal too (its streams' heads and digest), as a thorough attacker would."""
+    from oloproof.events import RunSealed, decode, seal_digest
+
+    rows = conn.execute("SELECT pos, seq, payload, digest FROM events WHERE stream = ? ORDER BY seq",
+                        (run_id,)).fetchall()
+    pos, seq, payload, _ = rows[-1]
+    sealed = decode(bytes(payload))
+    assert isinstance(sealed, RunSealed)
+    heads = {}
+    for stream in sealed.streams:
+        n, d = conn.execute("SELECT MAX(seq), digest FROM events WHERE stream = ?", (stream,)).fetchone()
+        heads[stream] = (n + 1, d)
+    import msgspec
+
+    forged = msgspec.structs.replace(
+        sealed, streams={s: [n, d[:16]] for s, (n, d) in heads.items()},
+        digest=seal_digest(run_id, (seq, rows[-2][3]), heads))
+    conn.execute("UPDATE events SET payload = ? WHERE pos = ?", (encode(forged), pos))
+
+
+def test_a_forgery_with_recomputed_hashes_is_caught_by_the_anchor(cli, support):
+    p, data = support
+    anchor = data["log_digest"]
+    run_id = data["run_id"]
+    conn = connect(p)
+    drop_triggers(conn)
+    # the release rule allows 3 failures now, inside run_started; then every hash recomputed
+    payload = bytes(conn.execute("SELECT payload FROM events WHERE stream = ? AND seq = 0", (run_id,)).fetchone()[0])
+    started = json.loads(payload)
+    started["config"]["release"]["rules"][0]["max_failures"] = 3
+    conn.execute("UPDATE events SET payload = ? WHERE stream = ? AND seq = 0",
+                 (json.dumps(started, sort_keys=True, separators=(",", ":")).encode(), run_id))
+    recompute_chains(conn)
+    reseal(conn, run_id)
+    recompute_chains(conn)
+    restore_triggers(conn)
+    conn.close()
+    # without an anchor or a key, the forgery is consistent: verify cannot tell (the README says so)
+    assert cli("audit", "verify", cwd=p).exit_code == 0
+    assert cli("gate", "latest", cwd=p).exit_code == 0
+    # the digest kept from the run (a CI artifact) catches it
+    r = cli("audit", "verify", "--expect", anchor, cwd=p)
+    assert r.exit_code == 1 and "no run in the log is sealed with this digest" in r.output
+
+
+def test_a_rewrite_that_keeps_the_old_seal_is_caught(cli, support):
+    p, data = support
+    run_id, case_id = data["run_id"], failing(data)[0]
+    conn = connect(p)
+    drop_triggers(conn)
+    stream = f"{run_id}/{case_id}"
+    last = conn.execute("SELECT pos, payload FROM events WHERE stream = ? ORDER BY seq DESC LIMIT 1",
+                        (stream,)).fetchone()
+    event = json.loads(bytes(last[1]))
+    assert event["type"] == "case_finished.v1"
+    event["output"] = {"answer": "forged"}
+    conn.execute("UPDATE events SET payload = ? WHERE pos = ?", (encode(event), last[0]))
+    recompute_chains(conn)  # every chain holds again, but the seal was not redone
+    restore_triggers(conn)
+    conn.close()
+    r = cli("audit", "verify", "--expect", data["log_digest"], cwd=p)
+    assert r.exit_code == 1
+    assert f"{stream}: case stream rewritten since the seal" in r.output
+
+
+def test_with_a_key_nobody_without_it_can_recompute_the_chain(cli, tmp_path, monkeypatch):
+    p = tiny(tmp_path, n=5)
+    monkeypatch.setenv("OLOPROOF_LOG_KEY", "s3cret")
+    r = cli("run", "--json", "r.json", cwd=p)
+    assert r.exit_code == 0, r.output
+    digest = json.loads((p / "r.json").read_text())["log_digest"]
+    assert digest.startswith("hmac-sha256:")
+    ok = cli("audit", "verify", "--expect", digest, cwd=p)
+    assert ok.exit_code == 0 and "keyed (HMAC-SHA256)" in ok.output
+    assert b"s3cret" not in (p / ".oloproof" / "log.db").read_bytes()  # the key never reaches the log
+    # an attacker without the key rewrites the log as an unkeyed one, consistently
+    conn = connect(p)
+    drop_triggers(conn)
+    conn.execute("UPDATE meta SET value = 'sha256' WHERE key = 'chain'")
+    recompute_chains(conn)
+    restore_triggers(conn)
+    conn.close()
+    r = cli("audit", "verify", cwd=p)
+    assert r.exit_code == 1 and "not keyed" in r.output
+    assert cli("gate", "latest", cwd=p).exit_code == 2
+    # and a keyed log read without its key is refused, never reported unchecked
+    monkeypatch.delenv("OLOPROOF_LOG_KEY")
+    shutil.rmtree(p / ".oloproof")
+    monkeypatch.setenv("OLOPROOF_LOG_KEY", "s3cret")
+    assert cli("run", cwd=p).exit_code == 0
+    monkeypatch.delenv("OLOPROOF_LOG_KEY")
+    r = cli("gate", "latest", cwd=p)
+    assert r.exit_code == 2 and "OLOPROOF_LOG_KEY" in r.output
+    r = cli("run", cwd=p)
+    assert r.exit_code == 2 and "OLOPROOF_LOG_KEY" in r.output
+    monkeypatch.setenv("OLOPROOF_LOG_KEY", "wrong")
+    r = cli("audit", "verify", cwd=p)
+    assert r.exit_code == 1 and "digest mismatch" in r.output
+
+
+def test_a_type_column_that_disagrees_with_its_payload_is_named(cli, support):
+    p, data = support
+    conn = connect(p)
+    drop_triggers(conn)
+    conn.execute("UPDATE events SET type = 'case_finished.v1' WHERE stream = ? AND seq = 1",
+                 (f"{data['run_id']}/{data['cases'][0]['case_id']}",))
+    restore_triggers(conn)
+    conn.close()
+    r = cli("audit", "verify", cwd=p)
+    assert r.exit_code == 1 and "disagrees with its payload" in r.output
+
+
+def test_streams_of_a_deleted_run_are_named(cli, support):
+    p, data = support
+    conn = connect(p)
+    drop_triggers(conn)
+    conn.execute("DELETE FROM events WHERE stream = ?", (data["run_id"],))
+    restore_triggers(conn)
+    conn.close()
+    r = cli("audit", "verify", cwd=p)
+    assert r.exit_code == 1 and "case streams of a run that no longer exists" in r.output
+
+
+# ---- decisions never read a cache -------------------------------------------------------------
+
+def test_editing_the_evaluations_table_changes_no_decision(cli, support):
+    p, data = support
+    conn = connect(p)
+    n = conn.execute("UPDATE evaluations SET result = replace(result, '\"fail\"', '\"pass\"')").rowcount
+    conn.close()
+    assert n > 0
+    gate = cli("gate", "latest", cwd=p)
+    assert gate.exit_code == 1 and "FAIL" in gate.output
+    ev = cli("eval", "latest", "--json", "e.json", cwd=p)
+    assert ev.exit_code == 1
+    assert json.loads((p / "e.json").read_text())["criteria"] == data["criteria"]
+
+
+def test_a_foreign_trigger_is_refused(cli, support):
+    p, _ = support
+    conn = connect(p)
+    conn.execute("CREATE TRIGGER flip AFTER INSERT ON evaluations BEGIN "
+                 "UPDATE evaluations SET result = replace(result, 'fail', 'pass'); END")
+    conn.close()
+    for command in (["run"], ["gate", "latest"], ["show", "latest"], ["audit", "verify"], ["runs"]):
+        r = cli(*command, cwd=p)
+        assert r.exit_code == 2, command
+        assert "triggers that Oloproof did not create: flip (on evaluations)" in r.output, command
+
+
+# ---- readers never block and never write ----------------------------------------------------------
+
+def test_readers_never_fail_beside_a_writer(tmp_path):
+    p = tiny(tmp_path, n=4000)
+    (p / "app.py").write_text(APP.replace("    act(case.input", "    import time; time.sleep(0.001)\n    act(case.input"))
+    writer = subprocess.Popen([sys.executable, "-m", "oloproof", "run"], cwd=p, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)
+    db = p / ".oloproof" / "log.db"
+    deadline = time.monotonic() + 60
+    while not db.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    errors, reads, seen_incomplete, most = [], 0, False, 0
+    try:
+        while writer.poll() is None and time.monotonic() < deadline:
+            for command in (["gate", "latest"], ["runs", "--json"], ["show", "latest"],
+                            ["eval", "latest"], ["view", "latest", "--out", str(tmp_path / f"html{reads}")]):
+                r = oloproof(*command, cwd=p)
+                reads += 1
+                if r.returncode not in (0, 1) or "locked" in r.stderr + r.stdout:
+                    if "no runs yet" in r.stderr:  # before the run's first event
+                        continue
+                    errors.append((command, r.returncode, r.stderr[-500:]))
+                if command[0] == "gate" and "run_incomplete" in r.stdout:
+                    seen_incomplete = True
+                    most = max(most, int(r.stdout.split("INCOMPLETE RUN: ")[1].split(" ")[0]))
+    finally:
+        writer.wait(timeout=120)
+    assert writer.returncode == 0, writer.stderr
+    assert not errors, errors
+    assert reads >= 5 and seen_incomplete  # readers ran while the run was writing
+    assert most >= 2000, most  # past the point where the first release's readers failed
+
+
+def test_read_commands_never_create_or_alter_a_file(cli, tmp_path, support):
+    p, _ = support
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    for command in (["runs"], ["gate", "latest"], ["audit", "verify"]):
+        r = cli(*command, "--db", str(empty), cwd=p)
+        assert r.exit_code == 2 and "not an Oloproof log" in r.output, command
+    assert empty.read_bytes() == b""
+    foreign = tmp_path / "foreign.db"
+    conn = sqlite3.connect(foreign)
+    conn.execute("CREATE TABLE t (x)")
+    conn.commit()
+    conn.close()
+    before = foreign.read_bytes()
+    assert cli("runs", "--db", str(foreign), cwd=p).exit_code == 2
+    assert foreign.read_bytes() == before  # not switched to WAL, no schema
+    log = p / ".oloproof" / "log.db"
+    conn = sqlite3.connect(log)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    digest = hashlib.sha256(log.read_bytes()).hexdigest()
+    for command in (["runs"], ["gate", "latest"], ["show", "latest"], ["eval", "latest"], ["audit", "verify"],
+                    ["export", "latest", "--out", str(tmp_path / "x.jsonl")]):
+        cli(*command, cwd=p)
+    assert hashlib.sha256(log.read_bytes()).hexdigest() == digest
+
+
+def test_read_commands_work_on_read_only_storage(cli, tmp_path, support):
+    p, _ = support
+    mount = tmp_path / "ro"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "tmpfs", str(mount)], capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (not root, or no mount namespace)")
+    try:
+        shutil.copy(p / ".oloproof" / "log.db", mount / "log.db")
+        for extra in ("-wal", "-shm"):
+            if (p / ".oloproof" / f"log.db{extra}").exists():
+                shutil.copy(p / ".oloproof" / f"log.db{extra}", mount / f"log.db{extra}")
+        conn = sqlite3.connect(mount / "log.db")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        conn.close()
+        for extra in ("-wal", "-shm"):
+            (mount / f"log.db{extra}").unlink(missing_ok=True)
+        subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
+        db = str(mount / "log.db")
+        assert cli("audit", "verify", "--db", db, cwd=p).exit_code == 0
+        assert cli("gate", "latest", "--db", db, cwd=p).exit_code == 1
+        assert cli("show", "latest", "--db", db, cwd=p).exit_code == 0
+        assert cli("runs", "--db", db, cwd=p).exit_code == 0
+    finally:
+        subprocess.run(["umount", str(mount)], capture_output=True)
+
+
+# ---- audit rebuild is one atomic step ------------------------------------------------------------
+
+def test_rebuild_with_an_unreadable_event_keeps_the_tables(cli, support):
+    p, data = support
+    conn = connect(p)
+    before = conn.execute("SELECT COUNT(*) FROM cases").fetchone()[0]
+    drop_triggers(conn)
+    stream = f"{data['run_id']}/{data['cases'][5]['case_id']}"
+    conn.execute("UPDATE events SET payload = X'7b7b7b' WHERE stream = ? AND seq = 2", (stream,))
+    restore_triggers(conn)
+    conn.close()
+    r = cli("audit", "rebuild", cwd=p)
+    assert r.exit_code == 2 and f"{stream}" in r.output and "#2" in r.output
+    conn = connect(p)
+    assert conn.execute("SELECT COUNT(*) FROM cases").fetchone()[0] == before == 40
+    assert conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 1
+    conn.close()
+
+
+def test_a_killed_rebuild_keeps_the_tables(support):
+    p, _ = support
+    script = (
+        "import os, signal, sys\n"
+        "from oloproof.app import projections\n"
+        "real = projections.case_rows\n"
+        "count = [0]\n"
+        "def rows(*a, **k):\n"
+        "    count[0] += 1\n"
+        "    if count[0] == 20: os.kill(os.getpid(), signal.SIGKILL)\n"
+        "    return real(*a, **k)\n"
+        "projections.case_rows = rows\n"
+        "from oloproof.cli.main import main\n"
+        "sys.argv = ['oloproof', 'audit', 'rebuild']\n"
+        "main()\n")
+    r = subprocess.run([sys.executable, "-c", script], cwd=p, capture_output=True, text=True, timeout=120)
+    assert r.returncode == -9
+    conn = connect(p)
+    assert conn.execute("SELECT COUNT(*) FROM cases").fetchone()[0] == 40
+    assert conn.execute("SELECT status FROM runs").fetchone()[0] == "complete"
+    conn.close()
+
+
+def test_view_of_a_crashed_run_lists_its_committed_cases(cli, tmp_path):
+    p = tiny(tmp_path, n=10, die=6)
+    assert oloproof("run", cwd=p).returncode == -9
+    conn = connect(p)
+    conn.execute("DELETE FROM cases")  # the cases table lags (or is gone): the view reads the events
+    conn.close()
+    r = cli("view", "latest", "--out", str(tmp_path / "html"), cwd=p)
+    assert r.exit_code == 0, r.output
+    index = (tmp_path / "html" / "data" / "index.js").read_text()
+    assert all(f'"c{i:04d}"' in index for i in range(6))
+    summary = (tmp_path / "html" / "data" / "summary.js").read_text()
+    assert '"complete":false' in summary.replace(" ", "")
+
+
+# ---- replays follow the code ---------------------------------------------------------------------
+
+def test_changing_the_agent_without_a_version_bump_reruns_its_replays(cli, tmp_path):
+    p = tmp_path / "desk"
+    shutil.copytree(EXAMPLES / "stateful_agent", p, ignore=shutil.ignore_patterns("__pycache__", ".oloproof"))
+    first = cli("run", "--json", "a.json", cwd=p)
+    assert first.exit_code in (0, 1), first.output
+    conn = connect(p)
+    replays = conn.execute("SELECT COUNT(*) FROM events WHERE stream LIKE 'replay/%' AND seq = 0").fetchone()[0]
+    conn.close()
+    assert replays > 0
+    again = cli("run", cwd=p)  # same code: every replay is read back, none runs
+    conn = connect(p)
+    assert conn.execute("SELECT COUNT(*) FROM events WHERE stream LIKE 'replay/%' AND seq = 0").fetchone()[0] \
+        == replays
+    conn.close()
+    assert "changed" not in again.output
+    # a change to the agent's code, the version untouched
+    app = next(f for f in p.glob("*.py") if "current_case" in f.read_text() or "@tool" in f.read_text())
+    app.write_text(app.read_text() + "\n# a fix\n")
+    changed = cli("run", cwd=p)
+    assert "changed since run" in changed.output and "bump" in changed.output
+    conn = connect(p)
+    assert conn.execute("SELECT COUNT(*) FROM events WHERE stream LIKE 'replay/%' AND seq = 0").fetchone()[0] \
+        == 2 * replays
+    conn.close()
+
+
+# ---- eval of another system's run -------------------------------------------------------------
+
+def test_eval_refuses_a_run_of_another_system(cli, tmp_path, support):
+    p, _ = support
+    other = tiny(tmp_path, n=3)
+    r = cli("eval", "latest", "--project", str(other), cwd=p)
+    assert r.exit_code == 2 and "recorded by system 'support-agent'" in r.output and "--other-system" in r.output
