@@ -25,7 +25,7 @@ from __future__ import annotations
 class OloproofError(Exception):
     """Root of every error Oloproof raises on purpose."""
 
-    exit_code = 1
+    exit_code = 2  # 1 means only "the gate is blocked"
 
 
 class InputError(OloproofError):

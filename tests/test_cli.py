@@ -137,7 +137,7 @@ def test_invalid_record_is_reported_with_case_and_field(cli, support_project):
                                            "step_index=99"))
     r = cli("run", "--json", "r.json", cwd=support_project)
     # every case missing: no-deletion cannot be decided either way
-    assert r.exit_code == 1 and "constraints[0].step_index" in r.output and "40 case(s) errored" in r.output
+    assert r.exit_code == 1 and "constraints[0].step_index" in r.output and "40 cases errored" in r.output
     import json
 
     data = json.loads((support_project / "r.json").read_text())
@@ -171,11 +171,12 @@ def test_undecodable_event_is_a_clear_error(cli, support_project):
     conn.commit()
     conn.close()
     r = cli("show", "latest", "case_003")
-    assert r.exit_code == 2 and "case_003" in r.output and "cannot be decoded" in r.output
+    # the run's audit refuses it before anything decodes it
+    assert r.exit_code == 2 and "case_003 #1: digest mismatch" in r.output and "fails its audit" in r.output
     r = cli("audit", "rebuild")  # rebuilding reads every event
     assert r.exit_code == 2 and "case_003" in r.output
     v = cli("audit", "verify")
-    assert v.exit_code == 1 and "case_003 #1" in v.output
+    assert v.exit_code == 1 and "case_003 #1" in v.output and "cannot be decoded" in v.output
 
 
 def test_progress_bar_on_a_terminal():

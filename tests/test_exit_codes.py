@@ -324,8 +324,6 @@ def test_export_out_refused_with_one_line(rec, places, where):
     assert snapshot(places) == before
 
 
-@pytest.mark.xfail(strict=True, reason="lead: cli/export.py must call check_output_path(out, '--out') "
-                                       "before open_log when out != '-'")
 def test_export_out_message_names_the_option(rec, places):
     result = invoke("export", rec.blocked_run, "--out", places / "folder", "--db", rec.blocked_db)
     assert result.exit_code == 2 and one_error_line(result).startswith("error: --out ")

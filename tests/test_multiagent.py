@@ -152,5 +152,5 @@ def test_triage_example_reproduces_the_seed(cli, tmp_path):
     slices = {s["slice"] for s in data["slices"]}
     assert "route=triage>billing" in slices and not any("tech>billing>tech" in s for s in slices)
     shown = cli("show", "latest", "case_012", cwd=target)
-    assert "route: triage > billing > person · 2 handoff(s)" in shown.output
+    assert "route: triage > billing > person · 2 handoffs" in shown.output
     assert "handoff → person" in shown.output and "billing" in shown.output

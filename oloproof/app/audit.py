@@ -135,7 +135,7 @@ def audit_run(store: EventStore, run_id: str, *, deep: bool = False) -> RunAudit
     if seal_at is not None:
         audit.sealed = events[seal_at]  # type: ignore[assignment]
         if seal_at != len(events) - 1:
-            problems.append(f"{run_id}: {len(events) - 1 - seal_at} event(s) appended after the seal")
+            problems.append(f"{run_id}: events appended after the seal: {len(events) - 1 - seal_at}")
     else:
         audit.legacy_finished = next((e for e in events if isinstance(e, RunFinished)), None)
     # the chains: the run's own stream, its cases, and (sealed) the replays it relied on
@@ -151,8 +151,8 @@ def audit_run(store: EventStore, run_id: str, *, deep: bool = False) -> RunAudit
         problems.extend(_deep_check(store, [run_id + "/"], replays))
     if audit.sealed is None:
         if audit.legacy_finished is not None and len(cases) < audit.legacy_finished.cases_committed:
-            problems.append(f"{run_id}: {audit.legacy_finished.cases_committed - len(cases)} case stream(s) "
-                            f"missing: {audit.legacy_finished.cases_committed} were committed when it finished")
+            problems.append(f"{run_id}: case streams missing: {len(cases)} left of the "
+                            f"{audit.legacy_finished.cases_committed} committed when it finished")
         return audit
     s = audit.sealed
     if s.scheme != store.scheme:
@@ -165,7 +165,7 @@ def audit_run(store: EventStore, run_id: str, *, deep: bool = False) -> RunAudit
         elif now[0] < length:
             problems.append(f"{name}: {kind} truncated: {now[0]} of the {length} sealed events left")
         elif now[0] > length:
-            problems.append(f"{name}: {now[0] - length} event(s) appended to the {kind} after the seal")
+            problems.append(f"{name}: events appended to the {kind} after the seal: {now[0] - length}")
         elif now[1][:HEAD] != head:
             problems.append(f"{name}: {kind} rewritten since the seal (its chain head changed)")
     for name in sorted(cases - set(s.streams)):
@@ -248,6 +248,9 @@ def audit_log(store: EventStore) -> LogAudit:
 
 def require_intact(store: EventStore, run_id: str) -> RunAudit:
     """The audit of a run a reader is about to report on; a broken run is refused (exit 2)."""
+    from oloproof.app.runs import load_run
+
+    load_run(store, run_id)  # an unknown run id is a usage error, with the known runs named
     audit = audit_run(store, run_id)
     if audit.problems:
         shown = "; ".join(audit.problems[:3]) + (f"; … {len(audit.problems) - 3} more" if len(audit.problems) > 3 else "")

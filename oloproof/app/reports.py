@@ -106,7 +106,11 @@ def case_panels(store: EventStore, report: RunReport) -> Iterator[CasePanel]:
 
 
 def judged_cases(store: EventStore, run_id: str) -> Iterator[tuple[CaseView, dict[str, tuple[str, str | None]]]]:
-    """Every committed case of a run with its verdicts under the run's own rules, in suite order."""
+    """Every committed case of a run with its verdicts under the run's own rules, in suite order
+    (a run that fails its audit is refused)."""
+    from oloproof.app.audit import require_intact
+
+    require_intact(store, run_id)
     run = load_run(store, run_id)
     suite = suite_from_stored(run.started.config)
     evidence = RunEvidence(store, run, suite)

@@ -42,6 +42,7 @@ def verify(db: str | None, expect: tuple[str, ...]) -> None:
 
     from oloproof.app.audit import audit_log, current_digest
     from oloproof.cli.common import console
+    from oloproof.report.terminal import plural
 
     out = console()
     store = open_log(db)
@@ -87,8 +88,8 @@ def verify(db: str | None, expect: tuple[str, ...]) -> None:
             out.print(f"ok: run {escape(run_id or '')} matches {escape(digest)}")
     sealed = sum(1 for r in log.runs if r.sealed is not None)
     key = "keyed (HMAC-SHA256)" if store.scheme == "hmac-sha256" else "unkeyed (SHA-256)"
-    out.print(f"{'FAILED' if failed else 'ok'}: {log.streams} streams, {log.events} events, "
-              f"{len(log.runs)} runs ({sealed} sealed), chain {key}")
+    out.print(f"{'FAILED' if failed else 'ok'}: {plural(log.streams, 'stream')}, {plural(log.events, 'event')}, "
+              f"{plural(len(log.runs), 'run')} ({sealed} sealed), chain {key}")
     sys.exit(1 if failed else 0)
 
 
@@ -113,4 +114,6 @@ def rebuild(db: str | None) -> None:
         n = store.count("cases")
     finally:
         store.close()
-    click.echo(f"rebuilt projections from events ({n} cases)")
+    from oloproof.report.terminal import plural
+
+    click.echo(f"rebuilt projections from events ({plural(n, 'case')})")

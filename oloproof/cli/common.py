@@ -191,7 +191,7 @@ def incomplete_note(summary: Any) -> str | None:
     """The line that says a run is not sealed (printed above its tables), or None."""
     if summary.complete:
         return None
-    return (f"INCOMPLETE RUN: {summary.cases_committed} of {summary.cases_expected} cases recorded and no seal "
+    return (f"INCOMPLETE RUN: {summary.cases_committed} of {summary.cases_expected} cases recorded, no seal "
             "(crashed, killed or still running). Unrecorded cases count as missing; the gate cannot pass.")
 
 

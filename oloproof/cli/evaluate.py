@@ -37,7 +37,9 @@ def command(run: str, json_path: str | None, db: str | None, project_dir: str, o
     from oloproof.app.runs import load_run
     from oloproof.errors import UsageError
     from oloproof.report.results import results_dict
-    from oloproof.report.terminal import summary_view
+    from rich.text import Text
+
+    from oloproof.report.terminal import exit_line, summary_view
 
     if json_path:
         check_output_path(json_path)
@@ -62,6 +64,7 @@ def command(run: str, json_path: str | None, db: str | None, project_dir: str, o
         out.print(note, markup=False)
     out.print(summary_view(summary, run_id=run_id, system=f"{s.system_name} {s.system_version}",
                            min_support=project.config.min_slice_support))
+    out.print(Text(exit_line(summary.gate)))
     if json_path:
         write_json(json_path, results_dict(run_id, s.system_name, s.system_version, project.suite, summary,
                                            stored.sealed.digest if stored.sealed else None))

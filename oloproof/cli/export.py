@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import click
 
-from oloproof.cli.common import DB_HELP, handled, open_log, resolve_run
+from oloproof.cli.common import DB_HELP, check_output_path, handled, open_log, resolve_run, write_text
 
 
 @click.command("export")
@@ -21,6 +21,8 @@ def command(run: str, fmt: str, out: str, db: str | None) -> None:
     """
     from oloproof.report.export import export_lines
 
+    if out != "-":
+        check_output_path(out, "--out")
     store = open_log(db)
     try:
         run_id = resolve_run(store, run)
@@ -31,6 +33,7 @@ def command(run: str, fmt: str, out: str, db: str | None) -> None:
     if out == "-":
         click.echo(text, nl=False)
     else:
-        with open(out, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        click.echo(f"wrote {len(lines)} records of run {run_id} to {out}", err=True)
+        write_text(out, text)
+        from oloproof.report.terminal import plural
+
+        click.echo(f"wrote {plural(len(lines), 'record')} of run {run_id} to {out}", err=True)

@@ -25,7 +25,9 @@ def command(run: str, db: str | None) -> None:
       oloproof gate latest
     """
     from oloproof.app.reports import run_report
-    from oloproof.report.terminal import gate_table
+    from rich.text import Text
+
+    from oloproof.report.terminal import exit_line, gate_table
 
     store = open_log(db)
     try:
@@ -41,6 +43,7 @@ def command(run: str, db: str | None) -> None:
     if summary.gate is None:
         out.print(f"run {run_id}: no gate (no release rules)")
         sys.exit(0)
-    out.print(f"run {run_id}: gate {summary.gate.decision}", markup=False)
+    out.print(Text(f"run {run_id}: gate {summary.gate.decision}"))
     out.print(gate_table(summary))
+    out.print(Text(exit_line(summary.gate)))
     sys.exit(summary.gate.exit_code)

@@ -22,6 +22,8 @@ def command(name: str, directory: str) -> None:
     Example:
       oloproof init --example support-agent demo
     """
+    from oloproof.report.terminal import plural
+
     written = copy_example(name, Path(directory))
-    click.echo(f"copied example {name!r} into {directory} ({len(written)} files)")
+    click.echo(f"copied example {name!r} into {directory} ({plural(len(written), 'file')})")
     click.echo(f"next: cd {directory} && oloproof run")

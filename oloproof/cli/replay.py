@@ -7,6 +7,7 @@ import click
 
 from oloproof.cli.common import (
     DB_HELP,
+    check_output_path,
     console,
     handled,
     open_log,
@@ -23,7 +24,8 @@ from oloproof.cli.run import executor_options
 @click.option("--run", "run", default="latest", show_default=True, help="The stored run to replay.")
 @click.option("--escalate", "escalate", multiple=True, metavar="TOOL",
               help="Tools that count as escalating (default: from a fault_recovery evaluator on TOOL).")
-@click.option("--json", "json_path", metavar="FILE", help="Write the per-case results as JSON to FILE.")
+@click.option("--json", "json_path", metavar="FILE",
+              help="Write the per-case results as JSON to FILE ('-' for stdout; the table then goes to stderr).")
 @click.option("--allow-version-change", is_flag=True,
               help="Replay a run recorded by another version of the system with the installed one.")
 @click.option("--db", metavar="PATH", help=DB_HELP)
@@ -52,11 +54,13 @@ def command(fault_specs: tuple[str, ...], case_ids: tuple[str, ...], run: str, e
         raise UsageError(f"--fault was given {len(fault_specs)} times ({', '.join(fault_specs)}); "
                          "replay one fault at a time")
     fault_spec = fault_specs[0]
+    if json_path:
+        check_output_path(json_path)
 
     pool = make_executor(concurrency=concurrency, workers=workers, executor=executor, scheduler=scheduler)
     store = None
     try:
-        store = open_log(db)
+        store = open_log(db, write=True)
         run_id = resolve_run(store, run)
         with interruptible():
             report = replay_run(store, project_dir, run_id, fault_spec, case_ids=case_ids,
@@ -64,42 +68,28 @@ def command(fault_specs: tuple[str, ...], case_ids: tuple[str, ...], run: str, e
     finally:
         if store is not None:
             store.close()
-    _render(report)
+    _render(report, console(stderr=json_path == "-"))  # `--json -`: stdout holds the JSON alone
     if json_path:
         write_json(json_path, report)
     sys.exit(0)
 
 
-def _render(report: dict[str, Any]) -> None:
+def _render(report: dict[str, Any], out: Any) -> None:
     from rich.text import Text
 
-    from oloproof.report.terminal import _table, interval_text, pct
-    from oloproof.stats.intervals import rate_interval
+    from oloproof.report.terminal import interval_text, pct, plural, replay_table
+    from oloproof.stats.intervals import RateInterval
 
-    out = console()
     f = report["fault"]
     out.print(Text(f"run {report['run_id']} · fault {f['tool']}:{f['kind']} · "
-                   f"{report['executed']} replays executed, {report['cached']} from the cache", style="bold"))
-    t = _table("case", "checkpoint", "control replay", "after the fault", "verdict")
-    for c in report["cases"]:
-        cp = c.get("checkpoint")
-        cp_text = "–" if not cp else f"before step {cp['step_index']}" + (f" ({cp['id']})" if cp.get("id") else "")
-        control = c.get("control")
-        if control is None:
-            control_text = "–"
-        elif control["faithful"]:
-            control_text = "faithful"
-        else:
-            d = control.get("first_difference") or {}
-            control_text = "NOT faithful: " + (d.get("message") or
-                                               f"step {d.get('step')}: recorded {d.get('recorded')}, "
-                                               f"replayed {d.get('replayed')}")
-        after = c.get("after_fault")
-        after_text = "–" if after is None else "; ".join(after) or "(no steps)"
-        verdict = c["verdict"] + (f" ({c['reason']})" if c.get("reason") else "")
-        t.add_row(c["case_id"], cp_text, control_text, after_text, verdict)
-    out.print(t)
-    s = report["summary"]
-    r = rate_interval(s["passed"], s["observed"], s["missing"], s["excluded"])
-    out.print(f"{s['criterion']}: {pct(r.rate)} {interval_text(r)} · {s['passed']} / {s['observed']} observed · "
-              f"{s['missing']} missing · {s['excluded']} excluded")
+                   f"{plural(report['executed'], 'replay')} executed, {report['cached']} from the cache",
+                   style="bold"))
+    out.print(replay_table(report["cases"]))
+    s, i = report["summary"], report["interval"]
+    r = RateInterval(s["passed"], s["observed"], s["missing"], s["excluded"], i["rate"], i["low"], i["high"],
+                     i["method"], i.get("clusters"))
+    line = (f"{s['criterion']}: {pct(r.rate)} {interval_text(r)} · {s['passed']} / {s['observed']} observed · "
+            f"{s['missing']} missing · {s['excluded']} excluded")
+    if r.approximate:
+        line += f" · ≈ {plural(r.clusters or 0, 'cluster')} (design-effect adjusted interval)"
+    out.print(Text(line))

@@ -55,7 +55,9 @@ def command(json_path: str | None, db: str | None, resume: str | None, durabilit
     from oloproof.app.run import interruptible, make_executor, run_suite
     from oloproof.errors import Interrupted
     from oloproof.report.results import ResultsFile, results_dict
-    from oloproof.report.terminal import summary_view
+    from rich.text import Text
+
+    from oloproof.report.terminal import exit_line, plural, summary_view
 
     with interruptible():  # Ctrl-C stops the command, whatever it is doing (an import included)
         pool = make_executor(concurrency=concurrency, workers=workers, executor=executor, scheduler=scheduler)
@@ -94,10 +96,11 @@ def command(json_path: str | None, db: str | None, resume: str | None, durabilit
     if outcome.errors:
         for message in outcome.error_messages:
             click.echo(f"error in {message}", err=True)
-        click.echo(f"{outcome.errors} case(s) errored; they are missing for every criterion "
+        click.echo(f"{plural(outcome.errors, 'case')} errored; missing for every criterion "
                    f"(see 'oloproof show {outcome.run_id} CASE')", err=True)
-    click.echo(f"run {outcome.run_id} sealed; log digest {outcome.log_digest} "
-               f"(check it later: oloproof audit verify --expect {outcome.log_digest})", err=json_path == "-")
+    out.print(Text(exit_line(summary.gate)))
+    click.echo(f"run {outcome.run_id} sealed. Its log digest, to check it later with\n"
+               f"'oloproof audit verify --expect DIGEST':\n{outcome.log_digest}", err=json_path == "-")
     if results is not None:
         results.write(results_dict(outcome.run_id, outcome.system_name, outcome.system_version,
                                    project.suite, summary, outcome.log_digest))

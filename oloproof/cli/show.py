@@ -1,42 +1,61 @@
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
-from oloproof.cli.common import DB_HELP, console, handled, open_log, resolve_run
+from oloproof.cli.common import DB_HELP, console, handled, incomplete_note, open_log, resolve_run
 
 
 @click.command("show")
 @click.argument("run")
 @click.argument("case", required=False)
+@click.option("--failed", "failed", metavar="CRITERION",
+              help="List the cases behind CRITERION's row: those that failed it, then those missing "
+                   "for it (each could be a failure), with their reasons.")
 @click.option("--db", metavar="PATH", help=DB_HELP)
 @handled
-def command(run: str, case: str | None, db: str | None) -> None:
+def command(run: str, case: str | None, failed: str | None, db: str | None) -> None:
     """Show a stored run's results, or one CASE of it step by step (RUN may be 'latest').
 
     \b
     Example:
       oloproof show latest case_007
+      oloproof show latest --failed agent_constraints_satisfied
     """
     from rich.text import Text
 
     from oloproof.app.project import suite_from_stored
     from oloproof.app.reports import case_panel, run_report
     from oloproof.app.runs import load_run
+    from oloproof.errors import UsageError
     from oloproof.report.panel import replay_rows
     from oloproof.report.terminal import case_panel as panel_view
     from oloproof.report.terminal import pair_table, replays_table, summary_view
 
+    if failed is not None and case is not None:
+        raise UsageError("--failed lists a run's cases; give RUN without CASE "
+                         f"(oloproof show {run} --failed {failed})")
     out = console()
     store = open_log(db)
     try:
         run_id = resolve_run(store, run)
+        if failed is not None:
+            from oloproof.app.reports import criterion_cases
+
+            _print_cases(out, criterion_cases(store, run_id, failed))
+            return
         if case is None:
             report = run_report(store, run_id)
+            note = incomplete_note(report.summary)
+            if note:
+                out.print(Text(note + f" Finish it with 'oloproof run --resume {run_id}'."))
             out.print(summary_view(report.summary, run_id=run_id, system=report.run.system,
                                    min_support=report.suite.min_slice_support))
-            if not report.run.complete:
-                out.print(f"run {run_id} is incomplete: finish it with 'oloproof run --resume {run_id}'")
             return
+        from oloproof.app.audit import require_intact
+
+        require_intact(store, run_id)  # a case of a run that fails its audit is not shown
         stored = load_run(store, run_id)
         panel = case_panel(store, stored, suite_from_stored(stored.started.config), case)
     finally:
@@ -49,3 +68,25 @@ def command(run: str, case: str | None, db: str | None) -> None:
     for pair in panel.pairs:
         out.print(Text(f"metamorphic pair under {pair.transform.name!r}", style="bold"))
         out.print(pair_table(pair))
+
+
+def _print_cases(out: Any, found: Any) -> None:
+    from rich.text import Text
+
+    from oloproof.report.terminal import cases_table, counts_text, plural
+
+    run_id, criterion = found.run.run_id, found.criterion
+    out.print(Text(f"run {run_id} · {criterion}: {counts_text(found.row)}", style="bold"))
+    if found.failed:
+        out.print(Text(f"failed: {plural(len(found.failed), 'case')}", style="bold"))
+        out.print(cases_table(found.failed))
+    else:
+        out.print(Text(f"failed: no case failed {criterion}"))
+    if found.missing:
+        out.print(Text(f"missing: {plural(len(found.missing), 'case')} (not observed: each could be a failure)",
+                       style="bold"))
+        out.print(cases_table(found.missing))
+    else:
+        out.print(Text("missing: none"))
+    if not found.run.complete:
+        out.print(Text(f"run {run_id} is incomplete: cases not yet run are not listed"))

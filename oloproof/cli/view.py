@@ -62,7 +62,9 @@ def command(run: str, out_dir: str | None, port: int, db: str | None) -> None:
             _remove(target, created)  # no half-written report left behind
         raise
     if server is None:
-        click.echo(f"wrote the report of run {run_id} ({n} cases) to {target / 'index.html'}")
+        from oloproof.report.terminal import plural
+
+        click.echo(f"wrote the report of run {run_id} ({plural(n, 'case')}) to {target / 'index.html'}")
         return
     try:
         serve(server, target)

@@ -1,17 +1,38 @@
-"""Terminal tables (rich) for runs, results and the case panel. Only the CLI prints them."""
+"""Terminal tables (rich) for runs, results and the case panel. Only the CLI prints them.
+
+Everything recorded or configured — case ids, criterion, slice and rule names, tool names,
+arguments, results, outputs, metadata, error messages — is shown as literal text: every cell
+is a :class:`rich.text.Text`, never a string rich would parse as markup (a tool result holding
+``[/]`` or ``[bold]`` prints as those characters).
+
+Tables fit the console: a :class:`Grid` is a boxed table when it fits (wrapping long text
+between words), and otherwise stacks each row — its names on one line, the rest indented
+below — so that no name is cut and no word is broken mid-letter at 80 columns.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from rich import box
-from rich.console import Group
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, Group
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
 from oloproof.evaluate.engine import Summary
 from oloproof.stats.intervals import RateInterval, round_outward
 from oloproof.views import NO_STATE, CaseView
+
+#: the narrowest a wrapped column is made before a table is stacked instead
+MIN_WRAP = 16
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``1 call``, ``2 calls``, ``0 calls`` (``many`` for irregular plurals)."""
+    return f"{n} {word if n == 1 else many or word + 's'}"
 
 
 def pct(x: float | None) -> str:
@@ -28,7 +49,7 @@ def interval_text(r: RateInterval) -> str:
 def counts_text(r: RateInterval) -> str:
     text = f"{r.passed} / {r.observed} observed · {r.missing} missing · {r.excluded} excluded"
     if r.approximate:
-        text += f" · ≈ {r.clusters} clusters"
+        text += f" · ≈ {plural(r.clusters or 0, 'cluster')}"
     return text
 
 
@@ -38,22 +59,132 @@ def _num(x: Any) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
-def _table(*columns: str) -> Table:
-    t = Table(box=box.SQUARE, show_edge=True, pad_edge=True)
-    for c in columns:
-        t.add_column(c)
-    return t
+def _text(value: Any) -> Text:
+    """A cell as literal text (never parsed as markup)."""
+    if isinstance(value, Text):
+        return value
+    return Text("" if value is None else str(value))
 
 
-def criteria_table(summary: Summary) -> Table:
-    t = _table("criterion", "rate", "interval", "evidence")
+def _width(text: Text) -> int:
+    return max((cell_len(line) for line in text.plain.split("\n")), default=0)
+
+
+def _longest_word(text: Text) -> int:
+    return max((cell_len(word) for word in text.plain.split()), default=0)
+
+
+class Grid:
+    """Rows under headers that stay readable at any console width.
+
+    Each column has a kind: ``key`` (a name, a number, a status: never wrapped, never cut),
+    ``text`` (wrapped between words, never narrower than its longest word) or ``data`` (JSON
+    and other long values: folded where it must). The grid renders as a boxed table when it
+    fits the console; when it does not, each row is stacked: as many of its leading key cells
+    as fit on one aligned line, then every other cell on its own indented ``header: value``
+    line.
+    """
+
+    def __init__(self, *columns: tuple[str, str]):
+        self.columns = [(header, kind) for header, kind in columns]
+        self.rows: list[list[Text]] = []
+
+    def add_row(self, *cells: Any) -> None:
+        self.rows.append([_text(c) for c in cells])
+
+    # -- layout -----------------------------------------------------------------------------
+    def _natural(self) -> list[int]:
+        return [max([cell_len(h)] + [_width(r[i]) for r in self.rows]) for i, (h, _) in enumerate(self.columns)]
+
+    def _minimum(self, natural: list[int]) -> list[int]:
+        out = []
+        for i, (header, kind) in enumerate(self.columns):
+            if kind == "key":
+                out.append(natural[i])
+            elif kind == "text":
+                words = max([_longest_word(Text(header))] + [_longest_word(r[i]) for r in self.rows])
+                out.append(max(words, min(natural[i], MIN_WRAP)))
+            else:
+                out.append(min(natural[i], MIN_WRAP))
+        return out
+
+    def table(self, widths: list[int] | None = None) -> Table:
+        t = Table(box=box.SQUARE, show_edge=True, pad_edge=True)
+        for i, (header, kind) in enumerate(self.columns):
+            fixed = widths[i] if widths is not None and kind != "key" else None
+            t.add_column(Text(header), no_wrap=kind == "key", width=fixed,
+                         overflow="fold" if kind == "data" else "ellipsis")
+        for row in self.rows:
+            t.add_row(*row)
+        return t
+
+    def layout(self, width: int) -> tuple[str, list[int] | None]:
+        """``("table", None)``, ``("table", widths)`` (wrapped columns fixed) or ``("stacked", None)``."""
+        natural = self._natural()
+        overhead = 3 * len(self.columns) + 1  # padding and borders
+        if sum(natural) + overhead <= width:
+            return "table", None
+        minimum = self._minimum(natural)
+        spare = width - overhead - sum(minimum)
+        if spare < 0:
+            return "stacked", None
+        # share the spare width fairly: a column that needs little more (a short sentence)
+        # gets all it needs before a long one (JSON) takes the rest
+        widths = list(minimum)
+        wanting = sorted((i for i in range(len(widths)) if natural[i] > minimum[i]),
+                         key=lambda i: natural[i] - minimum[i])
+        for n, i in enumerate(wanting):
+            give = min(natural[i] - minimum[i], spare // (len(wanting) - n))
+            widths[i] += give
+            spare -= give
+        return "table", widths
+
+    def stacked(self, width: int) -> Iterator[Any]:
+        natural = self._natural()
+        lead = 0  # leading key columns that fit on one aligned line
+        used = -2
+        for (header, kind), w in zip(self.columns, natural):
+            if kind != "key" or used + 2 + w > width:
+                break
+            used += 2 + w
+            lead += 1
+        lead = max(lead, 1)
+        widths = natural[:lead]
+
+        def line(cells: list[Text], style: str = "") -> Text:
+            out = Text(style=style)
+            for j, cell in enumerate(cells):
+                if j:
+                    out.append("  ")
+                out.append_text(cell)
+                if j < len(cells) - 1:
+                    out.append(" " * (widths[j] - _width(cell)))
+            return out
+
+        yield line([Text(h) for h, _ in self.columns[:lead]], "bold")
+        for row in self.rows:
+            yield line(row[:lead])
+            for (header, _), cell in zip(self.columns[lead:], row[lead:]):
+                if cell.plain:
+                    yield Padding(Text.assemble(Text(f"{header}: ", style="dim"), cell), (0, 0, 0, 4), expand=False)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Any]:
+        mode, widths = self.layout(options.max_width)
+        if mode == "table":
+            yield self.table(widths)
+        else:
+            yield from self.stacked(options.max_width)
+
+
+def criteria_table(summary: Summary) -> Grid:
+    t = Grid(("criterion", "key"), ("rate", "key"), ("interval", "key"), ("evidence", "text"))
     for name, r in summary.criteria.items():
         t.add_row(name, pct(r.rate), interval_text(r), counts_text(r))
     for m in summary.metrics:
         q = m.interval
-        unit = f" {m.unit}" if m.unit else ""
-        value = "–" if q.value is None else f"{_num(q.value)}{unit}"
+        value = "–" if q.value is None else _with_unit(q.value, m.unit)
         label = f"p{round(m.quantile * 100):d}" if (m.quantile * 100).is_integer() else f"q{m.quantile:g}"
+        unit = f" {m.unit}" if m.unit else ""
         t.add_row(
             m.id,
             value,
@@ -63,8 +194,18 @@ def criteria_table(summary: Summary) -> Table:
     return t
 
 
-def slices_table(summary: Summary, min_support: int) -> Table:
-    t = _table("slice", "criterion", "rate", "interval", "evidence")
+_SINGULAR = {"steps": "step", "calls": "call"}
+
+
+def _with_unit(value: Any, unit: str) -> str:
+    """``1 call``, ``2 calls``, ``2.5 calls``: a metric's value with its unit."""
+    if not unit:
+        return _num(value)
+    return f"{_num(value)} {_SINGULAR.get(unit, unit) if value == 1 else unit}"
+
+
+def slices_table(summary: Summary, min_support: int) -> Grid:
+    t = Grid(("slice", "key"), ("criterion", "key"), ("rate", "key"), ("interval", "key"), ("evidence", "text"))
     for s in summary.slices:
         r = s.interval
         support = f"low support (< {min_support})" if s.low_support else f"support {r.observed}"
@@ -72,11 +213,33 @@ def slices_table(summary: Summary, min_support: int) -> Table:
     return t
 
 
-def gate_table(summary: Summary) -> Table:
-    t = _table("rule", "criterion", "status", "reason")
+def rule_detail(rule: Any) -> str:
+    """The numbers behind a rule's status (``3 failures > 0 allowed``); the reason code when
+    the gate gave none."""
+    return getattr(rule, "detail", None) or rule.reason or ""
+
+
+def gate_table(summary: Summary) -> Grid:
+    t = Grid(("rule", "key"), ("criterion", "key"), ("status", "key"), ("reason", "key"), ("decided by", "text"))
     for r in summary.gate.rules if summary.gate else []:
-        t.add_row(r.name, r.criterion, r.status, r.reason or "")
+        t.add_row(r.name, r.criterion, r.status, r.reason or "", rule_detail(r))
     return t
+
+
+def exit_line(gate: Any) -> str:
+    """One line saying what the command's exit code means for this gate (a
+    :class:`~oloproof.evaluate.gate.GateResult`, or ``None`` when there are no release rules)."""
+    if gate is None:
+        return "exit 0: nothing to gate (no release rules)"
+    if gate.decision == "PASS":
+        return f"exit {gate.exit_code}: the gate passed (every rule passed)"
+    if gate.decision == "FAIL":
+        failed = [r.name for r in gate.rules if r.status == "FAIL"]
+        return (f"exit {gate.exit_code}: the gate is blocked (FAIL: "
+                f"{plural(len(failed), 'rule')} failed: {', '.join(failed)})")
+    short = [r.name for r in gate.rules if r.status != "PASS"]
+    return (f"exit {gate.exit_code}: the gate is blocked (INSUFFICIENT_EVIDENCE: "
+            f"{plural(len(short), 'rule')} could not be decided: {', '.join(short)})")
 
 
 def summary_view(summary: Summary, *, run_id: str, system: str, min_support: int) -> Group:
@@ -91,11 +254,20 @@ def summary_view(summary: Summary, *, run_id: str, system: str, min_support: int
     return Group(*parts)
 
 
-def runs_table(rows: list[dict]) -> Table:
-    t = _table("run_id", "system", "version", "started", "cases", "status")
+def runs_table(rows: list[dict]) -> Grid:
+    t = Grid(("run_id", "key"), ("system", "key"), ("version", "key"), ("started", "key"), ("cases", "key"),
+             ("status", "key"))
     for r in rows:
         t.add_row(r["run_id"], r["system"], r["version"], r["started"],
                   f"{r['cases_committed']} / {r['case_count']}", r["status"])
+    return t
+
+
+def cases_table(rows: Iterable[tuple[str, str | None]]) -> Grid:
+    """Case ids with the reason of their verdict (``oloproof show RUN --failed C``)."""
+    t = Grid(("case", "key"), ("reason", "text"))
+    for case_id, reason in rows:
+        t.add_row(case_id, reason or "")
     return t
 
 
@@ -114,8 +286,9 @@ def _value(v: Any, width: int = 40) -> str:
     return "(absent)" if v is msgspec.UNSET else _short(v, width) if v is not None else "null"
 
 
-def paths_table(paths: Any) -> Table:
-    t = _table("criterion", "path", "initial", "expected", "recorded", "verdict")
+def paths_table(paths: Any) -> Grid:
+    t = Grid(("criterion", "key"), ("path", "data"), ("initial", "data"), ("expected", "data"),
+             ("recorded", "data"), ("verdict", "text"))
     for p in paths:
         verdict = p.verdict + (f" ({p.note})" if p.note else "")
         t.add_row(p.criterion, p.path, _value(p.initial), _value(p.expected), _value(p.recorded), verdict)
@@ -129,11 +302,13 @@ def case_panel(view: CaseView, verdicts: dict[str, tuple[str, str | None]], path
     parts.append(Text(f"input: {_short(view.input, 200)}"))
     if view.expected:
         parts.append(Text(f"expected: {_short(view.expected, 200)}"))
+    if view.metadata:
+        parts.append(Text(f"metadata: {_short(view.metadata, 200)}"))
     if view.error:
         parts.append(Text(f"error: {view.error}", style="red"))
     else:
         parts.append(Text(f"output: {_short(view.output, 200)}"))
-    vt = _table("criterion", "verdict", "reason")
+    vt = Grid(("criterion", "key"), ("verdict", "key"), ("reason", "text"))
     for name, (verdict, reason) in verdicts.items():
         vt.add_row(name, verdict, reason or "")
     parts.append(vt)
@@ -144,7 +319,7 @@ def case_panel(view: CaseView, verdicts: dict[str, tuple[str, str | None]], path
     if t is None:
         parts.append(Text("no trajectory recorded"))
     else:
-        status = f"trajectory: {len(t.steps)} steps · terminal_status {t.terminal_status}"
+        status = f"trajectory: {plural(len(t.steps), 'step')} · terminal_status {t.terminal_status}"
         if t.truncated:
             status += f" · truncated at step limit {t.step_limit}"
         parts.append(Text(status))
@@ -152,9 +327,10 @@ def case_panel(view: CaseView, verdicts: dict[str, tuple[str, str | None]], path
 
         r = route(t)
         if r is not None:
-            parts.append(Text(f"route: {' > '.join(r)} · {len(r) - 1} handoff(s)"
+            parts.append(Text(f"route: {' > '.join(r)} · {plural(len(r) - 1, 'handoff')}"
                               + (" so far (truncated)" if t.truncated else "")))
-        st = _table("#", "kind", "agent", "tool", "arguments", "result")
+        st = Grid(("#", "key"), ("kind", "key"), ("agent", "key"), ("tool", "key"), ("arguments", "data"),
+                  ("result", "data"))
         checkpoints = {c.step_index: c for c in t.checkpoints}
         for s in t.steps:
             if s.index in checkpoints:
@@ -165,7 +341,7 @@ def case_panel(view: CaseView, verdicts: dict[str, tuple[str, str | None]], path
                        _short(s.arguments), _short(s.result))
         parts.append(st)
         if t.constraints:
-            ct = _table("constraint", "passed", "step")
+            ct = Grid(("constraint", "key"), ("passed", "key"), ("step", "key"))
             for c in t.constraints:
                 ct.add_row(c.name, "yes" if c.passed else "NO", str(c.step_index))
             parts.append(ct)
@@ -174,21 +350,47 @@ def case_panel(view: CaseView, verdicts: dict[str, tuple[str, str | None]], path
     return Group(*parts)
 
 
-def replays_table(rows: list[dict[str, Any]]) -> Table:
+def replays_table(rows: list[dict[str, Any]]) -> Grid:
     """A case's stored replays (rows from :func:`oloproof.report.panel.replay_rows`)."""
-    t = _table("replay", "version", "checkpoint", "change", "fidelity / after the change")
+    t = Grid(("replay", "key"), ("version", "key"), ("checkpoint", "text"), ("change", "text"),
+             ("fidelity / after the change", "data"))
     for r in rows:
         cp = f"before step {r['checkpoint']}" + (f" ({r['checkpoint_id']})" if r["checkpoint_id"] else "")
         t.add_row(r["kind"], r["version"], cp, r["change"] or "none (control)", "; ".join(r["detail"]))
     return t
 
 
-def pair_table(pair: Any) -> Table:
+def pair_table(pair: Any) -> Grid:
     """A metamorphic pair side by side (a :class:`oloproof.report.panel.Pair`)."""
     from oloproof.report.panel import pair_rows
 
-    t = _table("", pair.source.case_id, pair.derived.case_id)
+    t = Grid(("", "key"), (pair.source.case_id, "data"), (pair.derived.case_id, "data"))
     for label, a, b in pair_rows(pair):
         width = 160 if label == "final state" else 80
         t.add_row(label, _value(a, width) if a != "" else "", _value(b, width) if b != "" else "")
+    return t
+
+
+def replay_table(cases: list[dict[str, Any]]) -> Grid:
+    """``oloproof replay``: per case, the checkpoint, the control replay's fidelity, what the
+    agent did after the fault and the verdict."""
+    t = Grid(("case", "key"), ("checkpoint", "text"), ("control replay", "text"), ("after the fault", "data"),
+             ("verdict", "text"))
+    for c in cases:
+        cp = c.get("checkpoint")
+        cp_text = "–" if not cp else f"before step {cp['step_index']}" + (f" ({cp['id']})" if cp.get("id") else "")
+        control = c.get("control")
+        if control is None:
+            control_text = "–"
+        elif control["faithful"]:
+            control_text = "faithful"
+        else:
+            d = control.get("first_difference") or {}
+            control_text = "NOT faithful: " + (d.get("message") or
+                                               f"step {d.get('step')}: recorded {d.get('recorded')}, "
+                                               f"replayed {d.get('replayed')}")
+        after = c.get("after_fault")
+        after_text = "–" if after is None else "; ".join(after) or "(no steps)"
+        verdict = c["verdict"] + (f" ({c['reason']})" if c.get("reason") else "")
+        t.add_row(c["case_id"], cp_text, control_text, after_text, verdict)
     return t
