@@ -147,3 +147,61 @@ def test_projection_tables_of_another_version_are_dropped_and_marked_stale(tmp_p
     assert s.stream_length("r/a") == 1  # events are never touched
     s.close()
     assert not SQLiteStore(tmp_path / "log.db").projections_stale
+
+
+def test_a_full_disk_rolls_the_batch_back_with_a_clear_error(tmp_path):
+    """SQLite's "database or disk is full" (a page limit stands in for the disk) is a
+    StoreError that says so; nothing of the batch is written, and the log still works."""
+    from oloproof.errors import StoreError
+
+    s = SQLiteStore(tmp_path / "log.db")
+    s.commit([batch("r/a", 0, 2)])
+    pages = s._conn.execute("PRAGMA page_count").fetchone()[0]
+    s._conn.execute(f"PRAGMA max_page_count = {pages + 2}")
+    big = StreamAppend("r/big", 0, [b'{"type":"step.v1","index":0,"kind":"message","arguments":"' + b"x" * 200_000 + b'"}'],
+                       ["step.v1"])
+    with pytest.raises(StoreError, match="the disk is full.*nothing of it was written"):
+        s.commit([big, batch("r/b", 0, 2)])
+    assert s.stream_length("r/big") == 0 and s.stream_length("r/b") == 0
+    s._conn.execute("PRAGMA max_page_count = 1073741823")
+    s.commit([batch("r/b", 0, 2)])
+    assert s.verify().ok and s.stream_length("r/b") == 2
+    s.close()
+
+
+def test_a_read_only_store_never_writes(tmp_path):
+    from oloproof.errors import StoreError
+
+    s = SQLiteStore(tmp_path / "log.db")
+    s.commit([batch("r/a", 0, 2)])
+    s.close()
+    ro = SQLiteStore(tmp_path / "log.db", readonly=True)
+    assert ro.stream_length("r/a") == 2 and ro.verify().ok
+    with pytest.raises(StoreError, match="read-only"):
+        ro.commit([batch("r/b", 0, 1)])
+    ro.close()
+    with pytest.raises(StoreError, match="no event log"):
+        SQLiteStore(tmp_path / "missing.db", readonly=True)
+    assert not (tmp_path / "missing.db").exists()
+
+
+def test_a_keyed_store_chains_with_hmac_and_refuses_the_wrong_scheme(tmp_path):
+    from oloproof.errors import StoreError
+
+    s = SQLiteStore(tmp_path / "log.db", key=b"k")
+    s.commit([batch("r/a", 0, 3)])
+    digests = [e.digest for e in s.read_all()]
+    s.close()
+    plain = SQLiteStore(tmp_path / "plain.db")
+    plain.commit([batch("r/a", 0, 3)])
+    assert [e.digest for e in plain.read_all()] != digests  # the key changes every digest
+    plain.close()
+    assert SQLiteStore(tmp_path / "log.db", key=b"k").verify().ok
+    other = SQLiteStore(tmp_path / "log.db", key=b"other", readonly=True)
+    assert not other.verify().ok  # a wrong key: every chain breaks
+    other.close()
+    with pytest.raises(StoreError, match="OLOPROOF_LOG_KEY"):
+        SQLiteStore(tmp_path / "log.db")  # keyed log, no key: refused for writing
+    ro = SQLiteStore(tmp_path / "log.db", readonly=True)
+    assert ro.key_problem and "keyed" in ro.key_problem
+    ro.close()
