@@ -515,6 +515,24 @@ def test_changing_the_agent_without_a_version_bump_reruns_its_replays(cli, tmp_p
     conn.close()
 
 
+def test_a_deleted_replay_stream_is_caught(cli, tmp_path):
+    p = tmp_path / "desk"
+    shutil.copytree(EXAMPLES / "stateful_agent", p, ignore=shutil.ignore_patterns("__pycache__", ".oloproof"))
+    assert cli("run", "--json", "r.json", cwd=p).exit_code in (0, 1)
+    sealed = json.loads((p / "r.json").read_text())
+    conn = connect(p)
+    stream = conn.execute("SELECT stream FROM events WHERE stream LIKE 'replay/%' AND type = 'replay_started.v1' "
+                          "AND CAST(payload AS TEXT) LIKE '%\"kind\":\"fault\"%' LIMIT 1").fetchone()[0]
+    drop_triggers(conn)
+    conn.execute("DELETE FROM events WHERE stream = ?", (stream,))
+    restore_triggers(conn)
+    conn.close()
+    r = cli("audit", "verify", cwd=p)
+    assert r.exit_code == 1 and f"{stream}: replay stream missing" in r.output
+    assert cli("gate", "latest", cwd=p).exit_code == 2
+    assert cli("audit", "verify", "--expect", sealed["log_digest"], cwd=p).exit_code == 1
+
+
 # ---- eval of another system's run -------------------------------------------------------------
 
 def test_eval_refuses_a_run_of_another_system(cli, tmp_path, support):

@@ -195,6 +195,7 @@ def test_ctrl_c_stops_cleanly_and_the_run_resumes(tmp_path, executor):
     runs = json.loads(subprocess.run([sys.executable, "-m", "oloproof", "runs", "--json"], cwd=tmp_path,
                                      capture_output=True, text=True).stdout)
     assert runs[0]["status"] == "incomplete"
+    assert f"oloproof run --resume {runs[0]['run_id']}" in err  # the message names the run to resume
     conn = sqlite3.connect(db)
     errored = conn.execute("SELECT COUNT(*) FROM events WHERE type = 'case_finished.v1' AND payload LIKE '%error%'").fetchone()[0]
     conn.close()

@@ -39,12 +39,19 @@ class PairSources:
 
 class RunEvidence:
     """Judges the stored cases of one run: each with its stored replays (keyed by the system
-    version that recorded the run) and, for a derived case, its source case."""
+    version and code that recorded the run) and, for a derived case, its source case.
 
-    def __init__(self, store: EventStore, run: StoredRun, suite: SuiteEvaluation):
+    ``sealed_only``: a sealed run is judged with the replays its seal covers and no others
+    (a replay stored later cannot change a sealed decision); re-evaluating with another
+    configuration (``oloproof eval``) may use any stored replay."""
+
+    def __init__(self, store: EventStore, run: StoredRun, suite: SuiteEvaluation, sealed_only: bool = False):
         self.store, self.run, self.suite = store, run, suite
         s = run.started
-        self.replays = ReplayCache(store, s.system_name, s.system_version, s.code_digest)
+        only = None
+        if sealed_only and run.sealed is not None:
+            only = {name for name in run.sealed.streams if name.startswith("replay/")}
+        self.replays = ReplayCache(store, s.system_name, s.system_version, s.code_digest, only)
         self.pairs = PairSources(store, run.run_id)
 
     def evidence(self, view: CaseView) -> tuple[Replays, CaseView | None]:
@@ -71,7 +78,8 @@ def accumulator(run: StoredRun, suite: SuiteEvaluation, keep_cases: bool) -> Acc
                        cluster_size=1 + len(metamorphic.get("transforms", [])))
 
 
-def evaluate_run(store: EventStore, run_id: str, suite: SuiteEvaluation, keep_cases: bool = True) -> Summary:
+def evaluate_run(store: EventStore, run_id: str, suite: SuiteEvaluation, keep_cases: bool = True,
+                 sealed_only: bool = False) -> Summary:
     """Evaluate a stored run from its events and replay streams alone (nothing runs, and no
     derived table is read: a decision never rests on a cache).
 
@@ -83,7 +91,7 @@ def evaluate_run(store: EventStore, run_id: str, suite: SuiteEvaluation, keep_ca
     audit = require_intact(store, run_id)
     run = load_run(store, run_id)
     acc = accumulator(run, suite, keep_cases)
-    judge = RunEvidence(store, run, suite).judge
+    judge = RunEvidence(store, run, suite, sealed_only).judge
     for view in iter_case_views(store, run_id):
         acc.add(judge(view))
     return acc.summary(expected=run.started.case_count, complete=audit.complete)

@@ -95,8 +95,8 @@ class RunProjector:
                 raise CorruptLogError(f"run stream {stream!r} does not begin with run_started")
             finished = next((e for e in events if isinstance(e, (RunSealed, RunFinished))), None)
             run = StoredRun(started, finished, [], len(events))
-            self._runs = {run_id: (RunEvidence(self.store, run, suite_from_stored(started.config)),
-                                   run_eval_key(started))}
+            evidence = RunEvidence(self.store, run, suite_from_stored(started.config), sealed_only=True)
+            self._runs = {run_id: (evidence, run_eval_key(started))}
             return {"runs": [run_row(started, finished)]}
         if run_id not in self._runs:
             raise CorruptLogError(f"case stream {stream!r} has no run_started for run {run_id!r}")

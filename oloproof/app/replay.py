@@ -47,6 +47,9 @@ def replay_run(store: EventStore, project_dir: str, run_id: str, fault_spec: str
     tool, kind = parse_fault(fault_spec)
     project = load_project(project_dir)
     system = load_system(project)
+    from oloproof.app.audit import require_intact
+
+    require_intact(store, run_id)  # a run that fails its audit is not replayed
     stored = load_run(store, run_id)
     s = stored.started
     if s.system_name != system.name:

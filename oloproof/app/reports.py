@@ -43,7 +43,8 @@ def run_report(store: EventStore, run_id: str, *, keep_cases: bool = False) -> R
     """A stored run judged under the rules it ran with."""
     run = load_run(store, run_id)
     suite = suite_from_stored(run.started.config)
-    summary = evaluate_run(store, run_id, suite, keep_cases=keep_cases)
+    # the rules it ran with, on the evidence its seal covers: the decision it was sealed with
+    summary = evaluate_run(store, run_id, suite, keep_cases=keep_cases, sealed_only=True)
     return RunReport(run, suite, summary)
 
 
@@ -78,7 +79,7 @@ class CasePanel:
 
 def case_panel(store: EventStore, run: StoredRun, suite: SuiteEvaluation, case_id: str,
                replays: list[ReplayView] | None = None, evidence: RunEvidence | None = None) -> CasePanel:
-    evidence = evidence or RunEvidence(store, run, suite)
+    evidence = evidence or RunEvidence(store, run, suite, sealed_only=True)
     view = evidence.with_evidence(case_view(store, run.run_id, case_id))
     result = suite.evaluate(view, replays=view.replays, pair_source=view.pair_source)
     if replays is None:
@@ -98,7 +99,7 @@ def case_panels(store: EventStore, report: RunReport) -> Iterator[CasePanel]:
     """Every committed case's panel, in suite order, one case read at a time."""
     run, suite = report.run, report.suite
     by_case = replays_by_case(store)
-    evidence = RunEvidence(store, run, suite)
+    evidence = RunEvidence(store, run, suite, sealed_only=True)
     # the case streams themselves, not the cases table (which may lag behind a run in progress)
     heads = sorted((v.position, v.case_id, v.fingerprint) for v in iter_case_heads(store, run.run_id))
     for _, case_id, fingerprint in heads:
@@ -113,7 +114,7 @@ def judged_cases(store: EventStore, run_id: str) -> Iterator[tuple[CaseView, dic
     require_intact(store, run_id)
     run = load_run(store, run_id)
     suite = suite_from_stored(run.started.config)
-    evidence = RunEvidence(store, run, suite)
+    evidence = RunEvidence(store, run, suite, sealed_only=True)
     for view in sorted(iter_case_views(store, run_id), key=lambda v: v.position):
         yield view, dict(zip(suite.criteria, evidence.judge(view).verdicts))
 

@@ -10,7 +10,7 @@ from oloproof.cli.common import DB_HELP, check_output_path, console, handled, op
 
 
 def executor_options(fn: Callable) -> Callable:
-    """--concurrency / --workers / --executor / --scheduler (SPEC §17)."""
+    """--concurrency / --workers / --executor / --scheduler."""
     for option in reversed([
         click.option("--concurrency", type=int, metavar="N",
                      help="Run N cases at once in this process: async tasks for an async system, "

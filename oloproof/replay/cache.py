@@ -19,12 +19,17 @@ class ReplayCache:
     """Replays keyed by system version and code digest, read from the log. ``extra`` holds
     replays that are known but not stored yet (a run's, between a replay job and its commit)."""
 
-    def __init__(self, store: EventStore, system_name: str, version: str, code_digest: str = ""):
+    def __init__(self, store: EventStore, system_name: str, version: str, code_digest: str = "",
+                 only: set[str] | None = None):
         self.store = store
         self.system_name = system_name
         self.version = keyed_version(version, code_digest)
+        #: the replay streams that may be used (a sealed run's own), or None for any stored one
+        self.only = only
 
     def payloads(self, key: str) -> list[bytes] | None:
+        if self.only is not None and PREFIX + key not in self.only:
+            return None
         stored = self.store.read_stream(PREFIX + key)
         return [e.payload for e in stored] if stored else None
 
