@@ -356,9 +356,13 @@ def test_readers_never_fail_beside_a_writer(tmp_path):
     deadline = time.monotonic() + 60
     while not db.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
-    errors, reads, seen_incomplete, most = [], 0, False, 0
+    errors, reads, seen_incomplete, most, rebuilt = [], 0, False, 0, False
     try:
         while writer.poll() is None and time.monotonic() < deadline:
+            if most >= 1000 and not rebuilt:  # a rebuild beside the writer: one step, nothing lost
+                r = oloproof("audit", "rebuild", cwd=p)
+                assert r.returncode == 0, r.stderr
+                rebuilt = True
             for command in (["gate", "latest"], ["runs", "--json"], ["show", "latest"],
                             ["eval", "latest"], ["view", "latest", "--out", str(tmp_path / f"html{reads}")]):
                 r = oloproof(*command, cwd=p)
@@ -376,6 +380,11 @@ def test_readers_never_fail_beside_a_writer(tmp_path):
     assert not errors, errors
     assert reads >= 5 and seen_incomplete  # readers ran while the run was writing
     assert most >= 2000, most  # past the point where the first release's readers failed
+    assert rebuilt
+    conn = connect(p)
+    assert conn.execute("SELECT COUNT(*) FROM cases").fetchone()[0] == 4000
+    assert conn.execute("SELECT status FROM runs").fetchone()[0] == "complete"
+    conn.close()
 
 
 def test_read_commands_never_create_or_alter_a_file(cli, tmp_path, support):
