@@ -3,10 +3,30 @@
 The structs are plain msgspec structs so that building one costs well under a microsecond
 (SPEC §2.2a pins their signatures). They are *not* validated when built: validation happens
 when a record is written (:func:`validate_trajectory`), with an error naming the case and field.
+
+**What a recorded value may hold** (a case's output, a tool's arguments and result, a
+checkpoint's or the sandbox's state — :func:`encode_recorded`; docs/input-limits.md):
+
+* no NaN, Infinity or -Infinity (JSON has none; msgspec would store them as ``null``);
+* no value that contains itself (``d["self"] = d``);
+* at most :data:`MAX_RECORDED_NESTING` (128) levels of nested lists and mappings.
+
+A value that breaks one of these errors its case (``invalid_record``, the message names the
+path, e.g. ``output.items[2].price: NaN is not allowed (JSON has no NaN)``); it is never
+stored as something else. The check costs two byte scans of the encoded JSON in the common
+case; the value itself is walked only when the JSON holds a ``null`` that a non-finite float
+may have become (confirmed on its msgpack encoding first) or more brackets than the limit.
+
+Error messages quote a user's value with :func:`quoted`: at most :data:`QUOTE_LIMIT` (60)
+characters of it, then "…" and its full length — never a 50 MB value whole.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
+import re
+import reprlib
 from typing import Any
 
 import msgspec
@@ -197,3 +217,183 @@ def validate_trajectory(trajectory: Any, case_id: str) -> None:
                 f"checkpoints[{i}].step_index",
                 f"checkpoint before step {cp.step_index!r} is outside the trajectory (1..{n + 1})",
             )
+
+
+# ---- what a recorded value may hold (see the module docstring) ----------------------------
+
+#: deepest nesting of lists and mappings a recorded value may have (the value itself is level 1)
+MAX_RECORDED_NESTING = 128
+#: characters of a user's value an error message quotes
+QUOTE_LIMIT = 60
+
+_SHORT = reprlib.Repr()
+_SHORT.maxstring = _SHORT.maxother = _SHORT.maxlong = QUOTE_LIMIT
+_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = _SHORT.maxset = 8
+_SHORT.maxlevel = 3
+
+
+def quoted(value: Any, limit: int = QUOTE_LIMIT) -> str:
+    """``repr(value)`` for an error message: at most ``limit`` characters of it, then "…" and
+    the value's full length (``'aaaa…' (52,428,800 characters)``)."""
+    if isinstance(value, (str, bytes)):
+        if len(value) <= limit:
+            return repr(value)
+        unit = "characters" if isinstance(value, str) else "bytes"
+        head = repr(value[:limit])
+        return f"{head[:-1]}…{head[-1]} ({len(value):,} {unit})"
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 3 * limit:
+        return f"an integer of {len(str(abs(value))) if value.bit_length() < 14000 else 'over 4,300'} digits"
+    try:
+        text = _SHORT.repr(value)
+    except Exception:  # noqa: BLE001 - a hostile __repr__
+        return f"<{type(value).__name__}>"
+    if len(text) > limit + 20:
+        size = f", {len(value):,} items" if isinstance(value, (list, tuple, dict, set, frozenset)) else ""
+        text = f"{text[:limit]}… ({type(value).__name__}{size})"
+    return text
+
+
+class UnfitValue(RecordError):
+    """A recorded value that JSON cannot hold as it is: ``where`` (``output``, ``state``,
+    ``step 3 (tool_result lookup).result``) plus the ``path`` inside the value, and the
+    ``problem``. :meth:`at` names it again for another place (a step found by the recorder)."""
+
+    def __init__(self, where: str, path: str, problem: str):
+        self.where, self.path, self.problem = where, path, problem
+        super().__init__(f"{where}{path}: {problem}")
+
+    def at(self, where: str) -> UnfitValue:
+        return UnfitValue(where, self.path, self.problem)
+
+
+_NON_FINITE_MSGPACK = re.compile(rb"\xcb[\x7f\xff][\xf0-\xff]")  # a float64 with every exponent bit set
+_QUOTED = re.compile(rb'"[^"]*"')
+_ONE_BRACKET = bytes.maketrans(b"{}", b"[]")
+_NOT_STRUCTURE = bytes(sorted(set(range(256)) - set(b'[]{}"')))
+_encode = msgspec.json.Encoder(order="sorted").encode  # the log's encoder (oloproof.events)
+_SHALLOW = 2 * MAX_RECORDED_NESTING + 1  # a JSON text this short cannot nest deeper
+_msgpack = msgspec.msgpack.encode
+
+
+def json_nests_deeper(data: bytes, limit: int) -> bool:
+    """Whether the JSON text ``data`` nests lists and objects deeper than ``limit`` levels.
+
+    Byte operations only (C speed, no decoding: the text may be too deep to decode): escapes
+    are dropped, everything but brackets and quotes deleted, strings (and the brackets in
+    them) cut out, then innermost pairs removed one level per pass. A text with at most
+    ``limit`` brackets is shallow enough without that. Unbalanced brackets (malformed JSON)
+    count as shallow: the decoder reports them."""
+    if len(data) < 2 * limit + 2:
+        return False
+    if b"\\" in data:  # escaped quotes and backslashes are not string ends
+        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    s = data.translate(None, _NOT_STRUCTURE)
+    if len(s) - s.count(b'"') <= limit:
+        return False
+    if b'"' in s:
+        # adjacent quotes end one string and start another, or close an empty one: dropping
+        # them keeps every bracket inside or outside a string as it was; what is left is
+        # the few strings holding brackets
+        s = s.replace(b'""', b"")
+        if b'"' in s:
+            s = _QUOTED.sub(b"", s)
+    s = s.translate(_ONE_BRACKET)
+    for _ in range(limit):
+        t = s.replace(b"[]", b"")
+        if len(t) == len(s):
+            return False
+        s = t
+    return b"[]" in s
+
+
+def encode_recorded(value: Any, where: str = "value") -> bytes:
+    """The canonical JSON of a recorded value, or :class:`UnfitValue` naming the path of a
+    NaN/Infinity, of a value that contains itself, or of nesting deeper than
+    :data:`MAX_RECORDED_NESTING`. A value msgspec cannot encode at all raises what msgspec
+    raises (``TypeError``...)."""
+    try:
+        data = _encode(value)
+    except RecursionError:
+        raise _unfit(value, where) or UnfitValue(where, "", "nested too deeply to be stored") from None
+    if (data.find(b"null") >= 0 and _maybe_non_finite(value)
+            or len(data) > _SHALLOW and json_nests_deeper(data, MAX_RECORDED_NESTING)):
+        problem = _unfit(value, where)
+        if problem is not None:
+            raise problem
+    return data
+
+
+def _maybe_non_finite(value: Any) -> bool:
+    try:
+        return _NON_FINITE_MSGPACK.search(_msgpack(value)) is not None
+    except Exception:  # noqa: BLE001 - msgpack refuses what JSON took: look at the value itself
+        return True
+
+
+def _children(value: Any) -> Any:
+    if isinstance(value, dict):
+        return iter(value.items())
+    if isinstance(value, (list, tuple)):
+        return enumerate(value)
+    if isinstance(value, (set, frozenset)):
+        return enumerate(value)
+    if isinstance(value, msgspec.Struct):
+        return ((f, getattr(value, f, None)) for f in value.__struct_fields__)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return ((f.name, getattr(value, f.name, None)) for f in dataclasses.fields(value))
+    return None
+
+
+def _unfit(value: Any, where: str) -> UnfitValue | None:
+    """Walk ``value`` (no recursion: it may be 10,000 levels deep or contain itself) for the
+    first thing JSON cannot hold."""
+    path: list[Any] = []
+    on_path: list[int] = []
+    stack: list[Any] = []
+    item: Any = value
+    while True:
+        if isinstance(item, float) and not math.isfinite(item):
+            name = "NaN" if math.isnan(item) else ("Infinity" if item > 0 else "-Infinity")
+            return UnfitValue(where, _path_text(path), f"{name} is not allowed (JSON has no {name.lstrip('-')})")
+        kids = _children(item) if not isinstance(item, (str, bytes, int, float, msgspec.Raw)) else None
+        if kids is not None:
+            if id(item) in on_path:
+                return UnfitValue(where, _path_text(path),
+                                  "the value contains itself (a self-reference cannot be stored as JSON)")
+            if len(on_path) >= MAX_RECORDED_NESTING:
+                return UnfitValue(where, _path_text(path),
+                                  f"nested deeper than {MAX_RECORDED_NESTING} levels (the limit for a recorded value)")
+            on_path.append(id(item))
+            stack.append(kids)
+        elif path:
+            path.pop()
+        while stack:
+            nxt = next(stack[-1], None)
+            if nxt is not None:
+                path.append(nxt[0])
+                item = nxt[1]
+                break
+            stack.pop()
+            on_path.pop()
+            if path:
+                path.pop()
+        else:
+            return None
+
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_PATH_SHOWN = 10  # components of a long path shown before "…"
+
+
+def _path_text(path: list[Any]) -> str:
+    out = []
+    for part in path[:_PATH_SHOWN]:
+        if isinstance(part, int) and not isinstance(part, bool):
+            out.append(f"[{part}]")
+        elif isinstance(part, str) and len(part) <= QUOTE_LIMIT and _IDENT.fullmatch(part):
+            out.append(f".{part}")
+        else:
+            out.append(f"[{quoted(part)}]")
+    if len(path) > _PATH_SHOWN:
+        out.append("…")
+    return "".join(out)

@@ -3,18 +3,33 @@
 Every problem is reported as ``file:line: case 'id': field 'x': message`` and raised as
 :class:`~oloproof.errors.CaseFileError` (exit code 2). Reading is streaming: validation keeps
 only ids and fingerprints, so a 50,000-case suite does not sit in memory.
+
+Limits (:mod:`oloproof.config.limits`, docs/input-limits.md): a line nests at most
+``MAX_NESTING`` (64) levels (its object is level 1) — checked on the bytes before decoding;
+a case id has at most ``MAX_ID_LENGTH`` (200) characters and no control character, line
+separator, surrogate, Unicode non-character, ``/`` or ``~``; values quoted in an error are cut
+to ``QUOTE_LIMIT`` (60) characters. A misspelt field (``inputs``, ``initial-state``,
+``expect``) gets a did-you-mean.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import msgspec
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from oloproof.config.limits import (
+    MAX_NESTING,
+    case_id_problem,
+    json_nests_deeper,
+    quoted,
+)
 from oloproof.config.locate import did_you_mean, dotted
 from oloproof.errors import CaseFileError
 from oloproof.events import case_fingerprint
@@ -31,11 +46,10 @@ class CaseModel(BaseModel):
 
     @field_validator("id")
     @classmethod
-    def _no_tilde(cls, v: str) -> str:
-        if "~" in v:
-            raise ValueError("'~' is reserved for derived cases (<source>~<transform>)")
-        if v != v.strip() or "\n" in v:
-            raise ValueError("must not start or end with white space")
+    def _plain_id(cls, v: str) -> str:
+        problem = case_id_problem(v)
+        if problem is not None:
+            raise ValueError(problem)
         return v
 
 
@@ -79,15 +93,15 @@ def _check_expected(case: Any, where: str) -> None:
         route = case.expected["route"]
         if not isinstance(route, list) or not route or not all(isinstance(a, str) and a for a in route):
             raise CaseFileError(
-                f"{where}: case {case.id!r}: field 'expected.route': must be a list of agent names, "
-                f"got {route!r}"
+                f"{where}: case {quoted(case.id)}: field 'expected.route': must be a list of agent names, "
+                f"got {quoted(route)}"
             )
     if "tools" in case.expected:
         tools = case.expected["tools"]
         if not isinstance(tools, list) or not all(isinstance(t, str) and t for t in tools):
             raise CaseFileError(
-                f"{where}: case {case.id!r}: field 'expected.tools': must be a list of tool names, "
-                f"got {tools!r}"
+                f"{where}: case {quoted(case.id)}: field 'expected.tools': must be a list of tool names, "
+                f"got {quoted(tools)}"
             )
 
 
@@ -96,35 +110,40 @@ class CaseFile:
 
     def __init__(self, path: Path):
         self.path = Path(path)
+        self.label = shown_path(self.path)  # the path as messages show it
 
     def _lines(self) -> Iterator[tuple[int, bytes]]:
         try:
             fh = self.path.open("rb")
         except FileNotFoundError as e:
-            raise CaseFileError(f"{self.path}: case file not found") from e
+            raise CaseFileError(f"{self.label}: case file not found") from e
+        except IsADirectoryError as e:
+            raise CaseFileError(f"{self.label}: is a folder, not a case file") from e
         except OSError as e:
-            raise CaseFileError(f"{self.path}: cannot read ({e})") from e
+            raise CaseFileError(f"{self.label}: cannot read ({type(e).__name__}: {e.strerror})") from e
         with fh:
             for number, raw in enumerate(fh, start=1):
                 if raw.strip():
                     yield number, raw
 
     def _parse(self, number: int, raw: bytes) -> SuiteCase:
+        if json_nests_deeper(raw, MAX_NESTING):
+            raise CaseFileError(too_deep(f"{self.label}:{number}", raw))
         try:
             return self._parse_line(number, raw)
-        except RecursionError as e:
-            raise CaseFileError(f"{self.path}:{number}: the case is nested too deeply to be read") from e
+        except RecursionError as e:  # not expected within the nesting limit; never a traceback
+            raise CaseFileError(f"{self.label}:{number}: the case is nested too deeply to be read") from e
 
     def _parse_line(self, number: int, raw: bytes) -> SuiteCase:
         try:
             line = _FAST.decode(raw)
         except msgspec.DecodeError:
             line = None
-        if line is not None and line.id and "~" not in line.id and line.id == line.id.strip():
+        if line is not None and case_id_problem(line.id) is None:
             model: Any = line
         else:
             model = self._validate(number, raw)
-        _check_expected(model, f"{self.path}:{number}")
+        _check_expected(model, f"{self.label}:{number}")
         return SuiteCase(
             id=model.id,
             input=model.input,
@@ -136,7 +155,7 @@ class CaseFile:
         )
 
     def _validate(self, number: int, raw: bytes) -> CaseModel:
-        where = f"{self.path}:{number}"
+        where = f"{self.label}:{number}"
         try:
             data = msgspec.json.decode(raw)
         except msgspec.DecodeError as e:
@@ -144,19 +163,21 @@ class CaseFile:
         if not isinstance(data, dict):
             raise CaseFileError(f"{where}: a case must be a JSON object, got {type(data).__name__}")
         case_id = data.get("id")
-        label = f"case {case_id!r}" if isinstance(case_id, str) else "case (no id)"
+        label = f"case {quoted(case_id)}" if isinstance(case_id, str) else "case (no id)"
         try:
             model = CaseModel.model_validate(data)
         except ValidationError as e:
-            err = e.errors()[0]
+            errors = e.errors()
+            # an unknown field first: a misspelt one ('inputs') also makes its field missing
+            err = next((x for x in errors if x["type"] == "extra_forbidden"), errors[0])
             loc = tuple(err["loc"])
             if err["type"] == "extra_forbidden":
                 msg = f"unknown field{did_you_mean(loc[-1], CaseModel.model_fields)}"
             else:
-                msg = err["msg"]
+                msg = err["msg"].removeprefix("Value error, ")
                 if err["type"] != "missing":
-                    msg += f", got {err.get('input')!r}"
-            raise CaseFileError(f"{where}: {label}: field {dotted(loc)!r}: {msg}") from e
+                    msg += f", got {quoted(err.get('input'))}"
+            raise CaseFileError(f"{where}: {label}: field {quoted(dotted(loc, cap=False))}: {msg}") from e
         return model
 
     def validate(self, keep_ids: bool = False) -> SuiteInfo:
@@ -168,16 +189,60 @@ class CaseFile:
             case = self._parse(number, raw)
             if case.id in seen:
                 raise CaseFileError(
-                    f"{self.path}:{number}: case {case.id!r}: field 'id': duplicate id "
+                    f"{self.label}:{number}: case {quoted(case.id)}: field 'id': duplicate id "
                     f"(first used on line {seen[case.id]})"
                 )
             seen[case.id] = number
             digest.update(f"{case.id}\x00{case.fingerprint}\n".encode())
         if not seen:
-            raise CaseFileError(f"{self.path}: no cases")
+            raise CaseFileError(f"{self.label}: no cases")
         return SuiteInfo(count=len(seen), digest=digest.hexdigest(),
                          ids=frozenset(seen) if keep_ids else frozenset(), sources=len(seen))
 
     def __iter__(self) -> Iterator[SuiteCase]:
         for number, raw in self._lines():
             yield self._parse(number, raw)
+
+
+def shown_path(path: Path, limit: int = 200) -> str:
+    """A file path as an error message shows it (a path from a config file may be huge)."""
+    text = str(path)
+    return text if len(text) <= limit else quoted(text, limit)
+
+
+_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"\s*:?|[\[\]{}]')
+
+
+def too_deep(where: str, raw: bytes, limit: int = MAX_NESTING, id_key: str = "id") -> str:
+    """The message for a JSON line nested deeper than ``limit``: the line's id and the
+    top-level field where it happens, read from the bytes (such a line may be too deep to be
+    decoded at all), up to the point where the limit is passed. ``id_key``: the field
+    holding the case id (``case_id`` in a label file)."""
+    depth = 0
+    key = case_id = None
+    expect_id = False
+    for m in _TOKEN.finditer(raw):
+        tok = m.group()
+        if tok in (b"[", b"{"):
+            depth += 1
+            if depth > limit:
+                break
+        elif tok in (b"]", b"}"):
+            depth -= 1
+        elif depth == 1 and tok.endswith(b":"):
+            key = _text(tok.rstrip(b": \t\r\n"))
+            expect_id = key == id_key
+        elif expect_id and depth == 1:
+            case_id = _text(tok)
+            expect_id = False
+    label = f"case {quoted(case_id)}" if isinstance(case_id, str) else "case (id not read before it)"
+    field = f"field {quoted(key)}: " if isinstance(key, str) else ""
+    return f"{where}: {label}: {field}nested deeper than {limit} levels (the limit)"
+
+
+def _text(token: bytes) -> str | None:
+    try:
+        value = msgspec.json.decode(token)
+    except msgspec.DecodeError:
+        return None
+    return value if isinstance(value, str) else None

@@ -9,13 +9,14 @@ Everything is checked before anything runs.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import msgspec
 
-from oloproof.config.cases import CaseFile, SuiteCase, SuiteInfo
+from oloproof.config.cases import CaseFile, SuiteCase, SuiteInfo, shown_path, too_deep
+from oloproof.config.limits import MAX_NESTING, json_nests_deeper, quoted
 from oloproof.config.locate import Locator, did_you_mean
 from oloproof.config.models import MetamorphicConfig, TransformConfig
 from oloproof.errors import CaseFileError, ConfigError
@@ -60,18 +61,18 @@ class Suite:
                     continue
                 if not isinstance(case.input[t.field], SCALARS):
                     raise CaseFileError(
-                        f"{self.cases.path}:{case.line}: case {case.id!r}: field 'input.{t.field}': "
+                        f"{self.cases.label}:{case.line}: case {quoted(case.id)}: field 'input.{t.field}': "
                         f"transform {t.name!r} rewrites text, got a {type(case.input[t.field]).__name__}")
                 derived = rewrite(case, t)
                 digest.update(f"{derived.id}\x00{derived.fingerprint}\n".encode())
                 ids.add(derived.id)
         for name, ids_missing in missing.items():
             if ids_missing:
-                shown = ", ".join(repr(i) for i in ids_missing[:5])
+                shown = ", ".join(quoted(i) for i in ids_missing[:5])
                 more = f" and {len(ids_missing) - 5} more" if len(ids_missing) > 5 else ""
                 field = next(t.field for t in self.transforms if t.name == name)
                 raise CaseFileError(
-                    f"{self.cases.path}: transform {name!r} rewrites input.{field}, which "
+                    f"{self.cases.label}: transform {name!r} rewrites input.{field}, which "
                     f"{len(ids_missing)} case(s) do not have: {shown}{more}")
         return SuiteInfo(count=len(ids), digest=digest.hexdigest(), ids=frozenset(ids), sources=info.sources)
 
@@ -96,31 +97,43 @@ def load_labels(root: Path, metamorphic: MetamorphicConfig | None, ids: frozense
         if not t.validity_labels:
             continue
         path = root / t.validity_labels
+        here = locator.where(('metamorphic', 'transforms', k, 'validity_labels'))
         if not path.exists():
-            raise ConfigError(f"{locator.where(('metamorphic', 'transforms', k, 'validity_labels'))}: "
-                              f"labels file {path} not found")
+            raise ConfigError(f"{here}: labels file {shown_path(path)} not found")
+        if not path.is_file():
+            raise ConfigError(f"{here}: labels file {shown_path(path)} is a folder, not a file")
+        try:
+            content = path.read_bytes()
+        except OSError as e:
+            raise ConfigError(f"{here}: labels file {shown_path(path)} cannot be read "
+                              f"({type(e).__name__}: {e.strerror})") from e
         seen_line: dict[str, int] = {}
-        for number, raw in enumerate(path.read_bytes().splitlines(), start=1):
+        for number, raw in enumerate(content.splitlines(), start=1):
             if not raw.strip():
                 continue
-            where = f"{path}:{number}"
+            where = f"{shown_path(path)}:{number}"
+            if json_nests_deeper(raw, MAX_NESTING):
+                raise CaseFileError(too_deep(where, raw, id_key="case_id"))
             try:
                 row = msgspec.json.decode(raw)
             except msgspec.DecodeError as e:
                 raise CaseFileError(f"{where}: malformed JSON ({e})") from e
             if not isinstance(row, dict) or set(row) != {"case_id", "valid"}:
-                raise CaseFileError(f"{where}: a label is {{\"case_id\": ..., \"valid\": true|false}}, got {raw.decode()!r}")
+                raise CaseFileError(f"{where}: a label is {{\"case_id\": ..., \"valid\": true|false}}, "
+                                    f"got {quoted(raw.decode('utf-8', 'replace'))}")
             case_id, valid = row["case_id"], row["valid"]
             if not isinstance(case_id, str):
-                raise CaseFileError(f"{where}: field 'case_id' must be a string, got {case_id!r}")
+                raise CaseFileError(f"{where}: field 'case_id' must be a string, got {quoted(case_id)}")
             if not isinstance(valid, bool):
-                raise CaseFileError(f"{where}: case {case_id!r}: field 'valid' must be true or false, got {valid!r}")
+                raise CaseFileError(f"{where}: case {quoted(case_id)}: field 'valid' must be true or false, "
+                                    f"got {quoted(valid)}")
             if not case_id.endswith("~" + t.name) or case_id not in ids:
                 pairs = sorted(i for i in ids if i.endswith("~" + t.name))
-                raise CaseFileError(f"{where}: case {case_id!r}: no such pair for transform {t.name!r}"
+                raise CaseFileError(f"{where}: case {quoted(case_id)}: no such pair for transform {t.name!r}"
                                     f"{did_you_mean(case_id, pairs)}")
             if case_id in seen_line:
-                raise CaseFileError(f"{where}: case {case_id!r}: labelled twice (first on line {seen_line[case_id]})")
+                raise CaseFileError(f"{where}: case {quoted(case_id)}: labelled twice "
+                                    f"(first on line {seen_line[case_id]})")
             seen_line[case_id] = number
             labels[case_id] = valid
     return out

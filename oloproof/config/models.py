@@ -1,36 +1,63 @@
-"""Validated models of ``oloproof.yaml`` and ``release.yaml`` (pydantic, unknown keys rejected)."""
+"""Validated models of ``oloproof.yaml`` and ``release.yaml`` (pydantic, unknown keys rejected).
+
+Numbers: a boolean is not a number (``min_slice_support: true`` is refused, not taken as 1)
+and a number is not a boolean; NaN and infinite values are refused — ``.inf``/``.nan`` by the
+loader wherever they are, ``"inf"`` or ``1e999`` written as text by
+:func:`~oloproof.config.locate.validate_model`, and ``allow_inf_nan=False`` besides. The
+limits on the files themselves are in :mod:`oloproof.config.limits`.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
-    ValidationError,
     field_validator,
     model_validator,
 )
 
-from oloproof.config.locate import Locator, load_yaml, pydantic_message
+from oloproof.config.limits import (
+    MAX_NAME_LENGTH,
+    MAX_TRANSFORM_NAME,
+    case_id_problem,
+    quoted,
+)
+from oloproof.config.locate import Locator, load_yaml, validate_model
 from oloproof.errors import ConfigError
 from oloproof.records import KNOWN_RECORDS
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+#: characters of an evaluator's ``type:`` (a name such as ``agent_max_steps``)
+MAX_TYPE_LENGTH = 100
+
+
+def _evaluator_entry(item: dict[str, Any]) -> dict[str, Any]:
+    if "type" not in item:
+        raise ValueError("every evaluator needs a 'type'")
+    kind = item["type"]
+    if not isinstance(kind, str) or not kind or len(kind) > MAX_TYPE_LENGTH:
+        got = f"a {type(kind).__name__}" if not isinstance(kind, str) else quoted(kind)
+        raise ValueError(f"'type' must be the name of an evaluator type, got {got}")
+    return item
 
 
 class SystemConfig(Strict):
-    name: str = Field(min_length=1)
-    version: str = Field(min_length=1)
-    callable: str = Field(min_length=1, description="module:attribute, e.g. app:run")
+    name: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
+    version: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
+    callable: str = Field(min_length=1, max_length=MAX_NAME_LENGTH, description="module:attribute, e.g. app:run")
     records: tuple[str, ...] = ()
     #: module:attribute of a zero-argument callable returning a fresh system object: how a
     #: system given as one object gets a sandbox per concurrent slot
-    factory: str | None = None
+    factory: str | None = Field(default=None, max_length=MAX_NAME_LENGTH)
 
     @field_validator("callable", "factory")
     @classmethod
@@ -47,22 +74,22 @@ class SystemConfig(Strict):
     def _known_records(cls, v: tuple[str, ...]) -> tuple[str, ...]:
         for r in v:
             if r not in KNOWN_RECORDS:
-                raise ValueError(f"unknown record {r!r} (known: {', '.join(KNOWN_RECORDS)})")
+                raise ValueError(f"unknown record {quoted(r)} (known: {', '.join(KNOWN_RECORDS)})")
         return v
 
 
 class MetricConfig(Strict):
-    id: str = Field(min_length=1)
+    id: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
     type: Literal["quantile"]
-    source: str = Field(min_length=1, description="agent_steps, agent_tool_calls or an output field")
+    source: str = Field(min_length=1, max_length=MAX_NAME_LENGTH, description="agent_steps, agent_tool_calls or an output field")
     quantile: float = Field(gt=0, lt=1)
 
 
 class TransformConfig(Strict):
     """A metamorphic transform: rewrite ``input[field]`` with ``template`` (SPEC §7.2)."""
 
-    name: str = Field(min_length=1)
-    field: str = Field(min_length=1)
+    name: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
+    field: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
     template: str
     validity_labels: str | None = None
     minimum_validity: float = Field(default=1.0, ge=0, le=1)
@@ -72,6 +99,12 @@ class TransformConfig(Strict):
     def _name(cls, v: str) -> str:
         if "~" in v:
             raise ValueError("a transform name must not contain '~' (it separates <source>~<transform>)")
+        if len(v) > MAX_TRANSFORM_NAME:
+            raise ValueError(f"a transform name has at most {MAX_TRANSFORM_NAME} characters (it ends "
+                             f"every derived case id), got {quoted(v)}")
+        problem = case_id_problem(v)  # it is part of the derived cases' ids
+        if problem is not None:
+            raise ValueError(f"a transform name {problem}")
         return v
 
     @field_validator("template")
@@ -86,7 +119,7 @@ class MetamorphicConfig(Strict):
     transforms: list[TransformConfig] = Field(min_length=1)
 
     @model_validator(mode="after")
-    def _unique(self) -> "MetamorphicConfig":
+    def _unique(self) -> MetamorphicConfig:
         seen = set()
         for t in self.transforms:
             if t.name in seen:
@@ -98,9 +131,9 @@ class MetamorphicConfig(Strict):
 class ProjectConfig(Strict):
     system: SystemConfig
     cases: str = "cases.jsonl"
-    evaluators: list[dict[str, Any]] = []
+    evaluators: list[Annotated[dict[str, Any], AfterValidator(_evaluator_entry)]] = []
     metrics: list[MetricConfig] = []
-    slices: list[str] = []
+    slices: list[Annotated[str, Field(max_length=MAX_NAME_LENGTH)]] = []
     min_slice_support: int = Field(default=3, ge=1)
     metamorphic: MetamorphicConfig | None = None
     release: str | None = None
@@ -114,16 +147,8 @@ class ProjectConfig(Strict):
             raise ValueError("must be a number of seconds, got a boolean")
         return v
 
-    @field_validator("evaluators")
-    @classmethod
-    def _typed(cls, v: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        for item in v:
-            if "type" not in item:
-                raise ValueError("every evaluator needs a 'type'")
-        return v
-
     @model_validator(mode="after")
-    def _unique_metric_ids(self) -> "ProjectConfig":
+    def _unique_metric_ids(self) -> ProjectConfig:
         seen = set()
         for m in self.metrics:
             if m.id in seen:
@@ -133,14 +158,14 @@ class ProjectConfig(Strict):
 
 
 class Rule(Strict):
-    name: str = Field(min_length=1)
-    criterion: str = Field(min_length=1)
+    name: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
+    criterion: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
     max_failures: int | None = Field(default=None, ge=0)
     min_lower_bound: float | None = Field(default=None, ge=0, le=1)
     min_rate: float | None = Field(default=None, ge=0, le=1)
 
     @model_validator(mode="after")
-    def _one_kind(self) -> "Rule":
+    def _one_kind(self) -> Rule:
         kinds = [k for k in ("max_failures", "min_lower_bound", "min_rate") if getattr(self, k) is not None]
         if len(kinds) != 1:
             raise ValueError(
@@ -166,7 +191,7 @@ class ReleaseConfig(Strict):
     rules: list[Rule] = []
 
     @model_validator(mode="after")
-    def _unique_names(self) -> "ReleaseConfig":
+    def _unique_names(self) -> ReleaseConfig:
         seen = set()
         for r in self.rules:
             if r.name in seen:
@@ -180,10 +205,7 @@ def validate_yaml(model: type[Strict], data: Any, locator: Locator) -> Any:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"{locator.where()}: expected a mapping at the top level, got {type(data).__name__}")
-    try:
-        return model.model_validate(data)
-    except ValidationError as e:
-        raise ConfigError(pydantic_message(e, model, locator.where)) from e
+    return validate_model(model, data, locator.where)
 
 
 def load_project_config(path: Path) -> tuple[ProjectConfig, Any, Locator]:

@@ -12,9 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from pydantic import ValidationError
-
-from oloproof.config.locate import Locator, did_you_mean, pydantic_message
+from oloproof.config.locate import Locator, did_you_mean, validate_model
 from oloproof.config.models import ProjectConfig, ReleaseConfig
 from oloproof.errors import ConfigError
 from oloproof.evaluate.base import Evaluator, Verdict, registry
@@ -374,12 +372,7 @@ def build_suite(config: ProjectConfig, locator: Locator, release: ReleaseConfig 
                 f"type {type_name!r}{did_you_mean(type_name, families)} "
                 f"(known: {', '.join(sorted(families))})"
             )
-        try:
-            cfg = cls.config_model.model_validate(raw)
-        except ValidationError as e:
-            raise ConfigError(
-                pydantic_message(e, cls.config_model, locator.where, prefix=path)
-            ) from e
+        cfg = validate_model(cls.config_model, raw, locator.where, prefix=path)
         ev = cls(cfg)
         missing_records = [r for r in ev.requires if r not in records]
         if missing_records:

@@ -40,12 +40,13 @@ from oloproof.events import (
     Event,
     StepRecorded,
     TrajectoryRecorded,
-    encode,
 )
 from oloproof.records import (
     TERMINAL_STATUSES,
     AgentTrajectory,
     Case,
+    UnfitValue,
+    encode_recorded,
     validate_trajectory,
 )
 from oloproof.system import _BRANCH, _CURRENT, current_case
@@ -62,7 +63,9 @@ _replace = msgspec.structs.replace
 def _frozen(value: Any) -> Any:
     """Encode now, so a later mutation by the agent cannot rewrite what was recorded."""
     try:
-        return _Raw(encode(value))
+        return _Raw(encode_recorded(value))
+    except UnfitValue as e:
+        return e  # NaN, too deep, self-referencing: reported, naming the step, when the case is encoded
     except (TypeError, ValueError, OverflowError):
         return value  # reported, naming the step, when the case's events are encoded
 

@@ -8,6 +8,14 @@ a run's cases (:data:`CASE_JOB`), a resumed run's, and every control and fault r
 Whatever the system does — raise anything, ``sys.exit()``, raise ``KeyboardInterrupt``, return
 garbage, overrun its ``timeout`` — becomes that case's error, never the run's: only the
 operator's Ctrl-C (:class:`~oloproof.errors.Interrupted`) ends a run.
+
+What a case records (its output, its steps' arguments and results, its checkpoints' and the
+sandbox's state) is encoded with :func:`oloproof.records.encode_recorded`: a NaN or infinite
+number, a value that contains itself or one nested deeper than
+:data:`~oloproof.records.MAX_RECORDED_NESTING` (128) levels errors the case
+(``invalid_record``, or ``snapshot_error`` for the sandbox's state) with the path in the
+message — never a silent ``null``, never a ``RecursionError`` that would stop the run (and
+meet ``--resume`` again). The case is committed like any errored case.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from oloproof.errors import Interrupted, RecordError
 from oloproof.events import (
     CaseFinished,
     CaseStarted,
+    CheckpointRecorded,
     EnvironmentStateRecorded,
     Event,
     StepRecorded,
@@ -36,7 +45,7 @@ from oloproof.events import (
 )
 from oloproof.recorder.case import CaseRecorder, install_task_factory
 from oloproof.recorder.jobs import JobKind
-from oloproof.records import Case
+from oloproof.records import Case, UnfitValue, encode_recorded
 from oloproof.system import _CURRENT, SystemSlot
 
 if TYPE_CHECKING:
@@ -57,6 +66,8 @@ class Recording:
     output: Any
     error: str | None
     error_kind: str | None
+    #: the output's canonical JSON, checked (None when there is no output)
+    output_json: bytes | None = None
 
 
 class _Failed(Exception):
@@ -117,31 +128,81 @@ def _finish(slot: SystemSlot, recorder: CaseRecorder, output: Any, error: str | 
     elif slot.instance is not None and kind != "reset_error":
         # the state a case left is recorded even when the case raised: it shows what changed
         try:
-            events.append(EnvironmentStateRecorded(msgspec.Raw(encode(slot.instance.snapshot()))))
+            events.append(EnvironmentStateRecorded(msgspec.Raw(encode_recorded(slot.instance.snapshot(), "state"))))
+        except UnfitValue as e:
+            if error is None:
+                error, kind = f"snapshot() returned a state that cannot be stored: {e}", "snapshot_error"
         except Exception as e:
             problem = ("returned something that is not JSON-serialisable"
                        if isinstance(e, (TypeError, ValueError, OverflowError)) else "raised")
             if error is None:
                 error, kind = f"snapshot() {problem}: {type(e).__name__}: {e}", "snapshot_error"
     try:
+        _check_values(events)
         payloads = [encode(ev) for ev in events]
-        encode(output)
-    except (TypeError, ValueError, OverflowError):
+    except UnfitValue as e:
+        return Recording([], [], None, str(e), "invalid_record")
+    except (TypeError, ValueError, OverflowError, RecursionError):
         return Recording([], [], None, _describe_unencodable(events, output), "invalid_record")
-    return Recording(payloads, [tag_of(ev) for ev in events], output, error, kind)
+    output_json = None
+    if output is not None:
+        try:
+            output_json = encode_recorded(output, "output")
+        except UnfitValue as e:  # the steps and the state are kept: they show what happened
+            output, error, kind = None, str(e), "invalid_record"
+        except (TypeError, ValueError, OverflowError):
+            return Recording([], [], None, _describe_unencodable(events, output), "invalid_record")
+    return Recording(payloads, [tag_of(ev) for ev in events], output, error, kind, output_json)
+
+
+def _where(ev: Event, field: str) -> str:
+    if isinstance(ev, StepRecorded):
+        return f"step {ev.index} ({ev.kind} {ev.tool_name or ''}).{field}"
+    if isinstance(ev, CheckpointRecorded):
+        return f"checkpoint before step {ev.step_index}.{field}"
+    return f"{tag_of(ev)}.{field}"
+
+
+_Raw = msgspec.Raw
+
+
+def _check_values(events: list[Event]) -> None:
+    """The values the events carry were checked when they were recorded (a ``msgspec.Raw``);
+    one that was not — it failed the check then (an :class:`UnfitValue` in its place), could
+    not be encoded, or was built by hand — is checked now, for a message naming the step."""
+    for ev in events:
+        t = type(ev)
+        if t is StepRecorded:
+            a, r = ev.arguments, ev.result
+            if a is not None and type(a) is not _Raw:
+                _check(a, ev, "arguments")
+            if r is not None and type(r) is not _Raw:
+                _check(r, ev, "result")
+        elif t is CheckpointRecorded or t is EnvironmentStateRecorded:
+            state = ev.state
+            if state is not None and type(state) is not _Raw:
+                _check(state, ev, "state")
+
+
+def _check(value: Any, ev: Event, field: str) -> None:
+    if isinstance(value, UnfitValue):
+        raise value.at(_where(ev, field))
+    encode_recorded(value, _where(ev, field))
 
 
 def _describe_unencodable(events: list[Event], output: Any) -> str:
     for ev in events:
         try:
             encode(ev)
-        except (TypeError, ValueError, OverflowError) as e:
+        except (TypeError, ValueError, OverflowError, RecursionError) as e:
             if isinstance(ev, StepRecorded):
                 field = "result" if ev.kind == "tool_result" else "arguments"
                 return f"step {ev.index} ({ev.kind} {ev.tool_name or ''}).{field} is not JSON-serialisable: {e}"
             return f"{tag_of(ev)} is not JSON-serialisable: {e}"
     try:
-        encode(output)
+        encode_recorded(output, "output")
+    except UnfitValue as e:
+        return str(e)
     except (TypeError, ValueError, OverflowError) as e:
         return f"the output is not JSON-serialisable: {e}"
     return "an event is not JSON-serialisable"
@@ -400,7 +461,8 @@ def _case_record(sc: SuiteCase, head: bytes, rec: Recording) -> CaseRecord:
     error = rec.error
     if rec.error_kind in _NAMED and error is not None and not error.startswith("case "):
         error = f"case {sc.id!r}: {error}"  # the system's own exception is stored as it was raised
-    end = encode(CaseFinished(rec.output, error, rec.error_kind))
+    output = msgspec.Raw(rec.output_json) if rec.output_json is not None else rec.output
+    end = encode(CaseFinished(output, error, rec.error_kind))
     return CaseRecord(sc.id, [head, *rec.payloads, end], ["case_started.v1", *rec.types, "case_finished.v1"])
 
 
