@@ -104,13 +104,15 @@ def measure_seal(log: Log) -> None:
         t0 = time.perf_counter()
         heads = store.heads(log.run_id + "/")
         t1 = time.perf_counter()
-        run_stream = store.heads(log.run_id)[log.run_id]  # as seal() asks for the run stream's head
+        run_stream = store.head(log.run_id)  # as seal() asks for the run stream's head
         t2 = time.perf_counter()
-        committed = sum(1 for s in heads if not s.startswith(PREFIX))
+        cut = len(log.run_id) + 1
+        cases = {s[cut:]: [n, d[:HEAD]] for s, (n, d) in sorted(heads.items()) if not s.startswith(PREFIX)}
+        committed = len(cases)
         event = RunSealed(
             run_id=log.run_id, finished_at="2026-01-01T00:00:00Z", case_count=log.n, cases_committed=committed,
-            streams={s: [n, d[:HEAD]] for s, (n, d) in sorted(heads.items())},
-            scheme=store.scheme, digest=seal_digest(log.run_id, run_stream, heads, store.key),
+            cases=cases, replays={}, scheme=store.scheme,
+            digest=seal_digest(log.run_id, run_stream, heads, store.key),
         )
         payload = encode(event)
         t3 = time.perf_counter()

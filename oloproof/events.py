@@ -73,9 +73,10 @@ class RunSealed(Event, frozen=True, tag="run_sealed.v1"):
     finished_at: str
     case_count: int  # cases the suite held
     cases_committed: int
-    #: stream -> [events, first 16 hex digits of its head digest]: case streams are named by
-    #: their case id (``<run_id>/<case id>``), replay streams in full (``replay/<key>``)
-    streams: dict[str, list[Any]]
+    #: case id -> [events, first 16 hex digits of its head digest] (the stream ``<run_id>/<id>``)
+    cases: dict[str, list[Any]]
+    #: replay key -> the same, for the replay streams (``replay/<key>``) the cases were judged with
+    replays: dict[str, list[Any]]
     scheme: str  # sha256 | hmac-sha256: how the chain and the digest are computed
     digest: str  # "<scheme>:<hex>"
 

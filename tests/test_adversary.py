@@ -196,6 +196,7 @@ def recompute_chains(conn: sqlite3.Connection, key: bytes | None = None) -> None
 
 def reseal(conn: sqlite3.Connection, run_id: str) -> None:
     """Recompute the seal too (its streams' heads and digest), as a thorough attacker would."""
+    from oloproof.app.audit import sealed_streams
     from oloproof.events import RunSealed, decode, seal_digest
 
     rows = conn.execute("SELECT pos, seq, payload, digest FROM events WHERE stream = ? ORDER BY seq",
@@ -204,13 +205,15 @@ def reseal(conn: sqlite3.Connection, run_id: str) -> None:
     sealed = decode(bytes(payload))
     assert isinstance(sealed, RunSealed)
     heads = {}
-    for stream in sealed.streams:
+    for stream in sealed_streams(sealed):
         n, d = conn.execute("SELECT MAX(seq), digest FROM events WHERE stream = ?", (stream,)).fetchone()
         heads[stream] = (n + 1, d)
     import msgspec
 
+    cut = len(run_id) + 1
     forged = msgspec.structs.replace(
-        sealed, streams={s: [n, d[:16]] for s, (n, d) in heads.items()},
+        sealed, cases={s[cut:]: [n, d[:16]] for s, (n, d) in heads.items() if not s.startswith("replay/")},
+        replays={s[7:]: [n, d[:16]] for s, (n, d) in heads.items() if s.startswith("replay/")},
         digest=seal_digest(run_id, (seq, rows[-2][3]), heads))
     conn.execute("UPDATE events SET payload = ? WHERE pos = ?", (encode(forged), pos))
 

@@ -76,8 +76,9 @@ def strip_run(events):
     out = []
     for ev in events:
         ev = {k: v for k, v in ev.items() if k not in ("started_at", "finished_at", "digest")}
-        if "streams" in ev:
-            ev["streams"] = {s: n for s, (n, _) in ev["streams"].items()}
+        for field in ("cases", "replays"):
+            if ev.get("type") == "run_sealed.v1":
+                ev[field] = {s: n for s, (n, _) in ev[field].items()}
         out.append(ev)
     return out
 

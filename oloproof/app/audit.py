@@ -81,32 +81,45 @@ class RunAudit:
 def seal(store: EventStore, run_id: str, *, case_count: int, replay_streams: set[str],
          clock: Callable[[], str]) -> RunSealed:
     """Append the seal of ``run_id`` (the run's cases and ``replay_streams`` as they are now)."""
-    run_stream = store.heads(run_id).get(run_id)
+    run_stream = store.head(run_id)
     if run_stream is None:
         raise CorruptLogError(f"run stream {run_id!r} is missing")
     heads = _heads(store, run_id, replay_streams)
-    committed = sum(1 for s in heads if not s.startswith(PREFIX))
+    cut = len(run_id) + 1
+    cases = {s[cut:]: [n, d[:HEAD]] for s, (n, d) in sorted(heads.items()) if not s.startswith(PREFIX)}
     event = RunSealed(
-        run_id=run_id, finished_at=clock(), case_count=case_count, cases_committed=committed,
-        streams={s: [n, d[:HEAD]] for s, (n, d) in sorted(heads.items())},
+        run_id=run_id, finished_at=clock(), case_count=case_count, cases_committed=len(cases), cases=cases,
+        replays={s[len(PREFIX):]: [n, d[:HEAD]] for s, (n, d) in sorted(heads.items()) if s.startswith(PREFIX)},
         scheme=store.scheme, digest=seal_digest(run_id, run_stream, heads, store.key),
     )
     store.commit([StreamAppend(run_id, run_stream[0], [encode(event)], [tag_of(event)])])
     return event
 
 
+def sealed_streams(sealed: RunSealed) -> dict[str, list]:
+    """The seal's entries by full stream name."""
+    out = {f"{sealed.run_id}/{case_id}": entry for case_id, entry in sealed.cases.items()}
+    out.update({PREFIX + key: entry for key, entry in sealed.replays.items()})
+    return out
+
+
+def sealed_replays(sealed: RunSealed) -> list[str]:
+    return [PREFIX + key for key in sealed.replays]
+
+
 def _heads(store: EventStore, run_id: str, replay_streams: set[str] | list[str]) -> dict[str, tuple[int, str]]:
     heads = store.heads(run_id + "/")
     for stream in replay_streams:
-        head = store.heads(stream).get(stream)
+        head = store.head(stream)
         if head is not None:
             heads[stream] = head
     return heads
 
 
-def audit_run(store: EventStore, run_id: str, *, deep: bool = False) -> RunAudit:
+def audit_run(store: EventStore, run_id: str, *, deep: bool = False, chains: bool = True) -> RunAudit:
     """Check one run: the chains of its streams, and its streams against its seal. ``deep``
-    also decodes every event and checks that its stored type matches its payload."""
+    also decodes every event and checks that its stored type matches its payload;
+    ``chains=False`` when the caller has verified every chain of the log already."""
     stored = store.read_stream(run_id)
     audit = RunAudit(run_id, None)
     problems = audit.problems
@@ -139,11 +152,12 @@ def audit_run(store: EventStore, run_id: str, *, deep: bool = False) -> RunAudit
     else:
         audit.legacy_finished = next((e for e in events if isinstance(e, RunFinished)), None)
     # the chains: the run's own stream, its cases, and (sealed) the replays it relied on
-    replays = [s for s in (audit.sealed.streams if audit.sealed else ()) if s.startswith(PREFIX)]
-    report = store.verify(run_id + "/")
-    report.problems += store.verify(streams=[run_id, *replays]).problems
-    for p in report.problems:
-        problems.append(f"{p.stream} #{p.seq}: {p.problem}")
+    replays = sealed_replays(audit.sealed) if audit.sealed else []
+    if chains:
+        report = store.verify(run_id + "/")
+        report.problems += store.verify(streams=[run_id, *replays]).problems
+        for p in report.problems:
+            problems.append(f"{p.stream} #{p.seq}: {p.problem}")
     heads = _heads(store, run_id, replays)
     cases = {s for s in heads if not s.startswith(PREFIX)}
     audit.committed = len(cases)
@@ -157,7 +171,8 @@ def audit_run(store: EventStore, run_id: str, *, deep: bool = False) -> RunAudit
     s = audit.sealed
     if s.scheme != store.scheme:
         problems.append(f"{run_id}: sealed under {s.scheme}, but the log is chained with {store.scheme}")
-    for name, (length, head) in s.streams.items():
+    entries = sealed_streams(s)
+    for name, (length, head) in entries.items():
         kind = "replay stream" if name.startswith(PREFIX) else "case stream"
         now = heads.get(name)
         if now is None:
@@ -168,9 +183,9 @@ def audit_run(store: EventStore, run_id: str, *, deep: bool = False) -> RunAudit
             problems.append(f"{name}: events appended to the {kind} after the seal: {now[0] - length}")
         elif now[1][:HEAD] != head:
             problems.append(f"{name}: {kind} rewritten since the seal (its chain head changed)")
-    for name in sorted(cases - set(s.streams)):
+    for name in sorted(cases - set(entries)):
         problems.append(f"{name}: case stream added after the seal")
-    if len(s.streams) and not problems:
+    if not problems:
         assert seal_at is not None
         run_head = (seal_at, stored[seal_at - 1].digest)
         if seal_digest(run_id, run_head, heads, store.key) != s.digest:
@@ -184,9 +199,8 @@ def current_digest(store: EventStore, audit: RunAudit) -> str | None:
         return None
     stored = store.read_stream(audit.run_id)
     seal_at = next(i for i, ev in enumerate(stored) if ev.type == tag_of(audit.sealed))
-    replays = [s for s in audit.sealed.streams if s.startswith(PREFIX)]
-    return seal_digest(audit.run_id, (seal_at, stored[seal_at - 1].digest), _heads(store, audit.run_id, replays),
-                       store.key)
+    return seal_digest(audit.run_id, (seal_at, stored[seal_at - 1].digest),
+                       _heads(store, audit.run_id, sealed_replays(audit.sealed)), store.key)
 
 
 def _deep_check(store: EventStore, prefixes: list[str], streams: list[str]) -> list[str]:
@@ -225,16 +239,19 @@ class LogAudit:
 
 def audit_log(store: EventStore) -> LogAudit:
     """Every run against its seal, every chain, every payload."""
-    report = store.verify()
-    problems = [f"{p.stream} #{p.seq}: {p.problem}" for p in report.problems]
-    if store.key_problem:
-        problems.insert(0, store.key_problem)
+    report = store.verify()  # every chain, once
+    problems: list[str] = [store.key_problem] if store.key_problem else []
     names = store.stream_names("")
     run_ids = [n for n in names if "/" not in n]
-    runs = []
-    for run_id in run_ids:
-        audit = audit_run(store, run_id)
-        runs.append(audit)
+    runs = [audit_run(store, run_id, chains=False) for run_id in run_ids]
+    owned: set[str] = set()
+    for audit in runs:  # a broken chain is named under the run it belongs to
+        replays = set(sealed_replays(audit.sealed)) if audit.sealed else set()
+        mine = [p for p in report.problems
+                if p.stream == audit.run_id or p.stream.startswith(audit.run_id + "/") or p.stream in replays]
+        audit.problems[:0] = [f"{p.stream} #{p.seq}: {p.problem}" for p in mine]
+        owned.update(p.stream for p in mine)
+    problems += [f"{p.stream} #{p.seq}: {p.problem}" for p in report.problems if p.stream not in owned]
     known = set(run_ids)
     orphans = sorted({n.split("/", 1)[0] for n in names if "/" in n and not n.startswith(PREFIX)} - known)
     for run_id in orphans:

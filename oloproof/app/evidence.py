@@ -50,7 +50,7 @@ class RunEvidence:
         s = run.started
         only = None
         if sealed_only and run.sealed is not None:
-            only = {name for name in run.sealed.streams if name.startswith("replay/")}
+            only = {"replay/" + key for key in run.sealed.replays}
         self.replays = ReplayCache(store, s.system_name, s.system_version, s.code_digest, only)
         self.pairs = PairSources(store, run.run_id)
 

@@ -58,12 +58,10 @@ def run_headers(store: EventStore) -> list[RunStarted]:
     """The ``run_started`` event of every run in the log, oldest first (read from the events:
     the ``runs`` table may lag behind a run in progress)."""
     out = []
-    for name in store.stream_names(""):
-        if "/" in name:
-            continue
-        head = store.read_stream(name)[:1]
+    for name in store.root_streams():
+        head = store.first_event(name)
         try:
-            event = decode(head[0].payload) if head else None
+            event = decode(head.payload) if head else None
         except Exception as e:
             raise CorruptLogError(f"event {name!r} #0 cannot be decoded: {e}") from e
         if isinstance(event, RunStarted):

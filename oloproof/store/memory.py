@@ -55,6 +55,13 @@ class MemoryStore(EventStore):
     def heads(self, prefix: str) -> dict[str, tuple[int, str]]:
         return {s: (len(evs), evs[-1].digest) for s, evs in sorted(self._streams.items()) if s.startswith(prefix)}
 
+    def head(self, stream: str) -> tuple[int, str] | None:
+        events = self._streams.get(stream)
+        return (len(events), events[-1].digest) if events else None
+
+    def root_streams(self) -> list[str]:
+        return sorted(s for s in self._streams if "/" not in s)
+
     def stream_names(self, prefix: str) -> list[str]:
         return sorted(s for s in self._streams if s.startswith(prefix))
 

@@ -47,6 +47,7 @@ CREATE TABLE IF NOT EXISTS events (
     digest TEXT NOT NULL,
     UNIQUE (stream, seq)
 );
+CREATE INDEX IF NOT EXISTS events_roots ON events (stream) WHERE seq = 0 AND instr(stream, '/') = 0;
 """ + "\n".join(sql.replace("CREATE TRIGGER", "CREATE TRIGGER IF NOT EXISTS") for sql in _TRIGGERS.values())
 
 
@@ -275,6 +276,35 @@ class SQLiteStore(EventStore):
             (prefix, prefix + "\U0010ffff"),
         )
         return {s: (n + 1, d) for s, n, d in cur}
+
+    def _chain_rows(self, prefix: str, streams: Sequence[str] | None) -> Iterator[tuple[str, int, bytes, str]]:
+        sql = "SELECT stream, seq, CAST(payload AS BLOB), digest FROM events "
+        try:
+            if streams is not None:
+                for stream in streams:
+                    yield from self._conn.execute(sql + "WHERE stream = ? ORDER BY seq", (stream,))
+            elif prefix:
+                yield from self._conn.execute(sql + "WHERE stream >= ? AND stream < ? ORDER BY stream, seq",
+                                              (prefix, prefix + "\U0010ffff"))
+            else:
+                yield from self._conn.execute(sql + "ORDER BY stream, seq")
+        except sqlite3.DatabaseError as e:
+            raise CorruptLogError(f"{self.path}: cannot read events ({e})") from e
+
+    def head(self, stream: str) -> tuple[int, str] | None:
+        row = self._conn.execute("SELECT seq, digest FROM events WHERE stream = ? ORDER BY seq DESC LIMIT 1",
+                                 (stream,)).fetchone()
+        return None if row is None else (row[0] + 1, row[1])
+
+    def root_streams(self) -> list[str]:
+        # the partial index events_roots holds exactly these rows (one per run)
+        cur = self._conn.execute("SELECT stream FROM events WHERE seq = 0 AND instr(stream, '/') = 0 ORDER BY stream")
+        return [r[0] for r in cur]
+
+    def first_event(self, stream: str) -> StoredEvent | None:
+        row = self._conn.execute("SELECT stream, seq, type, payload, digest FROM events WHERE stream = ? AND seq = 0",
+                                 (stream,)).fetchone()
+        return None if row is None else StoredEvent(*_bytes_row(row))
 
     def stream_names(self, prefix: str) -> list[str]:
         cur = self._conn.execute(
