@@ -4,8 +4,9 @@ Every event is encoded as canonical JSON (msgspec, dict keys sorted). The tag ca
 schema version (``case_started.v1``); an older version gets its own struct and an upcast
 function in :data:`UPCASTERS`, applied on read, so stored logs stay readable.
 
-Streams: ``<run_id>`` holds the run's own events (started, resumed, finished); each case of
-the run is the stream ``<run_id>/<case_id>``, written in one transaction when the case ends.
+Streams: ``<run_id>`` holds the run's own events (started, resumed, sealed); each case of
+the run is the stream ``<run_id>/<case_id>``, written in one transaction when the case ends;
+``replay/<key>`` holds one replay; ``pin/<name>`` names a run.
 """
 
 from __future__ import annotations
@@ -79,6 +80,14 @@ class RunSealed(Event, frozen=True, tag="run_sealed.v1"):
     replays: dict[str, list[Any]]
     scheme: str  # sha256 | hmac-sha256: how the chain and the digest are computed
     digest: str  # "<scheme>:<hex>"
+
+
+class RunPinned(Event, frozen=True, tag="run_pinned.v1"):
+    """Names a run (stream ``pin/<name>``; the latest event wins): ``baseline: pin:NAME``."""
+
+    name: str
+    run_id: str
+    pinned_at: str
 
 
 class CaseStarted(Event, frozen=True, tag="case_started.v1"):
@@ -173,6 +182,7 @@ AnyEvent = Union[
     RunResumed,
     RunFinished,
     RunSealed,
+    RunPinned,
     CaseStarted,
     StepRecorded,
     ConstraintRecorded,

@@ -231,9 +231,13 @@ BOOLEANS = [
     ("release.yaml", "max_failures: 0", "max_failures: false", "rules[0].max_failures"),
     ("release.yaml", "max_failures: 0", "min_lower_bound: true", "rules[0].min_lower_bound"),
     ("release.yaml", "max_failures: 0", "min_rate: true", "rules[0].min_rate"),
+    ("release.yaml", "max_failures: 0", "no_regression: {baseline: 'version:v1', max_regressions: true}",
+     "rules[0].no_regression.max_regressions"),
+    ("release.yaml", "max_failures: 0", "no_regression: {baseline: 'version:v1', max_p: true}",
+     "rules[0].no_regression.max_p"),
 ]
 COVERED = {"min_slice_support", "timeout", "quantile", "minimum_validity", "max_failures",
-           "min_lower_bound", "min_rate"}
+           "min_lower_bound", "min_rate", "max_regressions", "max_p"}
 
 
 @pytest.mark.parametrize("file,old,new,field", BOOLEANS)

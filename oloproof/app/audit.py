@@ -253,7 +253,8 @@ def audit_log(store: EventStore) -> LogAudit:
         owned.update(p.stream for p in mine)
     problems += [f"{p.stream} #{p.seq}: {p.problem}" for p in report.problems if p.stream not in owned]
     known = set(run_ids)
-    orphans = sorted({n.split("/", 1)[0] for n in names if "/" in n and not n.startswith(PREFIX)} - known)
+    orphans = sorted({n.split("/", 1)[0] for n in names
+                      if "/" in n and not n.startswith((PREFIX, "pin/"))} - known)
     for run_id in orphans:
         problems.append(f"{run_id}/…: case streams of a run that no longer exists (its run stream is gone)")
     problems.extend(_deep_check(store, [PREFIX], []))

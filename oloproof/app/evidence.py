@@ -79,13 +79,15 @@ def accumulator(run: StoredRun, suite: SuiteEvaluation, keep_cases: bool) -> Acc
 
 
 def evaluate_run(store: EventStore, run_id: str, suite: SuiteEvaluation, keep_cases: bool = True,
-                 sealed_only: bool = False) -> Summary:
+                 sealed_only: bool = False, regressions: bool = True) -> Summary:
     """Evaluate a stored run from its events and replay streams alone (nothing runs, and no
     derived table is read: a decision never rests on a cache).
 
     The run is audited first (:func:`~oloproof.app.audit.require_intact`): a run whose
     chains or seal do not hold is refused. A run that is not sealed has its unrecorded cases
-    counted as missing, and its gate cannot pass (``run_incomplete``)."""
+    counted as missing, and its gate cannot pass (``run_incomplete``). ``no_regression`` rules
+    are judged against their baseline run (``regressions=False``: not at all, as when the run
+    is itself read as a baseline)."""
     from oloproof.app.audit import require_intact
 
     audit = require_intact(store, run_id)
@@ -94,7 +96,12 @@ def evaluate_run(store: EventStore, run_id: str, suite: SuiteEvaluation, keep_ca
     judge = RunEvidence(store, run, suite, sealed_only).judge
     for view in iter_case_views(store, run_id):
         acc.add(judge(view))
-    return acc.summary(expected=run.started.case_count, complete=audit.complete)
+    evidence = {}
+    if regressions and suite.regression_criteria:
+        from oloproof.app.diff import regression_evidence
+
+        evidence = regression_evidence(store, run, suite, acc.tracked_verdicts)
+    return acc.summary(expected=run.started.case_count, complete=audit.complete, regressions=evidence)
 
 
 def rebuild_projections(store: EventStore) -> None:

@@ -49,11 +49,12 @@ class JudgedCase(msgspec.Struct, frozen=True):
     groups: list[str | None] = []
     paths: list[PathCheck] = []
     cluster: str | None = None
+    fingerprint: str = ""
 
     def case_result(self, position: int) -> CaseResult:
         return CaseResult(self.record.case_id, position, tuple(self.verdicts),
                           tuple(tuple(v) if isinstance(v, list) else v for v in self.values),
-                          tuple(self.groups), tuple(self.paths), self.cluster)
+                          tuple(self.groups), tuple(self.paths), self.cluster, self.fingerprint)
 
 
 _SUITES: dict[str, SuiteEvaluation] = {}
@@ -79,7 +80,7 @@ def _judged(slot: SystemSlot, args: JudgeArgs, record: CaseRecord) -> JudgedCase
     evaluations = rows["evaluations"]
     return JudgedCase(record, list(rows["cases"][0]), evaluations[0][4] if evaluations else None,
                       list(result.verdicts), list(result.values), list(result.groups), list(result.paths),
-                      result.cluster)
+                      result.cluster, result.fingerprint)
 
 
 def judge_case(slot: SystemSlot, args: JudgeArgs, timeout: float | None) -> JudgedCase:

@@ -400,7 +400,13 @@ def run_suite(project: Project, system: LoadedSystem, store: EventStore, info: S
             with contextlib.suppress(Exception):
                 store.commit((), driver.rows.take())
     sealed = driver.finish()
-    summary = driver.acc.summary(expected=info.count, complete=True)
+    evidence = {}
+    if project.suite.regression_criteria:
+        from oloproof.app.diff import regression_evidence
+
+        evidence = regression_evidence(store, load_run(store, driver.run_id), project.suite,
+                                       driver.acc.tracked_verdicts)
+    summary = driver.acc.summary(expected=info.count, complete=True, regressions=evidence)
     return RunOutcome(driver.run_id, system.name, system.version, summary, driver.errors,
                       resume is not None, executor.describe(), driver.messages, sealed.digest, notes)
 

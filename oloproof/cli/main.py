@@ -17,6 +17,7 @@ import click
 from oloproof import __version__
 from oloproof.cli import (
     audit,
+    diff,
     evaluate,
     export,
     gate,
@@ -75,7 +76,7 @@ def cli(debug: bool) -> None:
     """
 
 
-for module in (init, run, runs, show, evaluate, gate, replay, view, export, audit):
+for module in (init, run, runs, show, evaluate, gate, diff, replay, view, export, audit):
     cli.add_command(module.command)
 
 

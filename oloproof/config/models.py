@@ -157,32 +157,61 @@ class ProjectConfig(Strict):
         return self
 
 
+class NoRegression(Strict):
+    """``no_regression: {baseline: version:v1, max_regressions: 0}`` (or ``max_p: 0.05``): the
+    candidate against a baseline run of the log, case by case."""
+
+    #: ``version:V`` (the latest finished run of version V before this one), ``pin:NAME`` (a
+    #: run pinned with ``oloproof runs --pin``) or a run id
+    baseline: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
+    max_regressions: int | None = Field(default=None, ge=0)
+    max_p: float | None = Field(default=None, gt=0, le=1)
+
+    @model_validator(mode="after")
+    def _one_limit(self) -> NoRegression:
+        if (self.max_regressions is None) == (self.max_p is None):
+            raise ValueError("no_regression needs exactly one of max_regressions, max_p")
+        kind, _, value = self.baseline.partition(":")
+        if kind in ("version", "pin") and not value:
+            raise ValueError(f"baseline {self.baseline!r}: name the {kind} after '{kind}:'")
+        if self.baseline == "latest":
+            raise ValueError("baseline 'latest' would be the run being gated; use version:V or pin:NAME")
+        return self
+
+
+RULE_KINDS = ("max_failures", "min_lower_bound", "min_rate", "no_regression")
+
+
 class Rule(Strict):
     name: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
     criterion: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
     max_failures: int | None = Field(default=None, ge=0)
     min_lower_bound: float | None = Field(default=None, ge=0, le=1)
     min_rate: float | None = Field(default=None, ge=0, le=1)
+    no_regression: NoRegression | None = None
 
     @model_validator(mode="after")
     def _one_kind(self) -> Rule:
-        kinds = [k for k in ("max_failures", "min_lower_bound", "min_rate") if getattr(self, k) is not None]
+        kinds = [k for k in RULE_KINDS if getattr(self, k) is not None]
         if len(kinds) != 1:
             raise ValueError(
-                "a rule needs exactly one of max_failures, min_lower_bound, min_rate"
+                f"a rule needs exactly one of {', '.join(RULE_KINDS)}"
                 + (f" (got {', '.join(kinds)})" if kinds else "")
             )
         return self
 
     @property
     def kind(self) -> str:
-        for k in ("max_failures", "min_lower_bound", "min_rate"):
+        for k in RULE_KINDS:
             if getattr(self, k) is not None:
                 return k
         raise AssertionError("unreachable")
 
     @property
     def threshold(self) -> float:
+        if self.no_regression is not None:
+            nr = self.no_regression
+            return float(nr.max_regressions if nr.max_regressions is not None else nr.max_p)  # type: ignore[arg-type]
         return getattr(self, self.kind)
 
 

@@ -37,6 +37,7 @@ class CaseResult:
     groups: tuple[str | None, ...]
     paths: tuple[Any, ...] = ()  # PathCheck of state evaluators, for the case panel
     cluster: str | None = None  # None: the case is its own cluster
+    fingerprint: str = ""  # of the case's input, initial state and expected: pairs it across runs
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,9 @@ class SuiteEvaluation:
 
         #: (tool, fault) of every fault_recovery evaluator: the replays a case needs
         self.fault_specs = [FaultSpec(*e.replay_spec) for e in evaluators if e.replay_spec is not None]
+        #: the criteria of ``no_regression`` rules, compared case by case with a baseline run
+        self.regression_criteria = list(dict.fromkeys(
+            r.criterion for r in (release.rules if release else []) if r.no_regression is not None))
 
     def set_metamorphic(self, transforms: list[Any], labels: dict[str, dict[str, bool]]) -> None:
         self.transforms = list(transforms)
@@ -142,6 +146,7 @@ class SuiteEvaluation:
             tuple(s.group(case) for s in self.slices),
             tuple(paths),
             None if cluster == case.case_id else cluster,
+            case.fingerprint,
         )
 
     def summarize(self, results: Iterable[CaseResult]) -> Summary:
@@ -187,9 +192,16 @@ class Accumulator:
         self.cases: list[CaseResult] | None = [] if keep_cases else None
         self.pairs = {t.name: [0, 0, 0] for t in suite.transforms}  # pairs, labelled, valid
         self.count = 0
+        #: the criteria ``no_regression`` rules compare with a baseline: each case's verdict on
+        #: them is kept (case id -> (fingerprint, verdicts)), a few bytes a case
+        self.tracked_criteria = suite.regression_criteria
+        self._track = [suite.criteria.index(c) for c in self.tracked_criteria]
+        self.tracked: dict[str, tuple[str, tuple[str, ...]]] = {}
 
     def add(self, r: CaseResult) -> None:
         self.count += 1
+        if self._track:
+            self.tracked[r.case_id] = (r.fingerprint, tuple(r.verdicts[i][0] for i in self._track))
         if r.cluster is None:
             self.sources += 1
         cluster = r.cluster or r.case_id
@@ -241,10 +253,17 @@ class Accumulator:
             for tally, t in zip(per, kinds):
                 tally.add(key, t, times)
 
-    def summary(self, *, expected: int | None = None, complete: bool = True) -> Summary:
+    def tracked_verdicts(self, criterion: str) -> dict[str, tuple[str, str]]:
+        """case id -> (fingerprint, verdict) for a tracked criterion (see ``tracked``)."""
+        i = self.tracked_criteria.index(criterion)
+        return {case_id: (fp, verdicts[i]) for case_id, (fp, verdicts) in self.tracked.items()}
+
+    def summary(self, *, expected: int | None = None, complete: bool = True,
+                regressions: dict[str, Any] | None = None) -> Summary:
         """The rows, the gate and the cases. ``expected``: the cases the suite held; those not
         recorded count as missing in every row (a run that crashed or is still running), and
-        a run that is not ``complete`` cannot pass its gate."""
+        a run that is not ``complete`` cannot pass its gate. ``regressions``: for each
+        ``no_regression`` rule, its evidence against its baseline (see ``GateContext``)."""
         flat, self._flat = self._flat, {}
         for (groups, kinds), times in flat.items():
             self._tally(None, groups, kinds, times)
@@ -281,6 +300,7 @@ class Accumulator:
                 source_clusters=self.sources,
                 unchecked={c for c in suite.criteria if suite.relation_transform(c) in unchecked},
                 incomplete=None if complete else (committed, max(committed, expected or 0)),
+                regressions=dict(regressions or {}),
             )
             gate = judge_gate(suite.release, criteria, context)
         cases = sorted(self.cases, key=lambda r: r.position) if self.cases is not None else []

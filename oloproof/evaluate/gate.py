@@ -26,10 +26,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 MIN_CLUSTERS = 20
 
 from oloproof.config.models import ReleaseConfig, Rule
+from oloproof.evaluate.compare import RegressionEvidence
+from oloproof.stats.paired import mcnemar_exact
 from oloproof.stats.intervals import RateInterval
 
 
@@ -64,6 +67,9 @@ class GateContext:
     allow_approximate_methods: bool = False
     #: (cases recorded, cases in the suite) of a run that is not sealed; None: a finished run
     incomplete: tuple[int, int] | None = None
+    #: rule name -> the flips of its criterion against its baseline (None: no baseline found),
+    #: for the ``no_regression`` rules (see oloproof.evaluate.compare)
+    regressions: dict[str, RegressionEvidence | None] = field(default_factory=dict)
 
 
 def _pct(x: float, down: bool) -> str:
@@ -92,13 +98,15 @@ def _judge_rule(rule: Rule, row: RateInterval, context: GateContext) -> RuleResu
     if rule.criterion in context.unchecked:
         return result("INSUFFICIENT_EVIDENCE", "transform_not_checked",
                       "its transform is not (yet) vouched for by validity labels")
-    if row.approximate and kind != "max_failures":  # a count needs no interval
+    if row.approximate and kind not in ("max_failures", "no_regression"):  # a count needs no interval
         if not context.allow_approximate_methods:
             return result("INSUFFICIENT_EVIDENCE", "approximate_methods_not_allowed",
                           "clustered cases need allow_approximate_methods: true")
         if context.source_clusters < MIN_CLUSTERS:
             return result("INSUFFICIENT_EVIDENCE", "too_few_clusters",
                           f"{context.source_clusters} source clusters < {MIN_CLUSTERS} needed")
+    if kind == "no_regression":
+        return _no_regression(rule, context, result)
     if kind == "max_failures":
         if row.observed + row.missing == 0:
             return result("INSUFFICIENT_EVIDENCE", "no_observations", "no case observed")
@@ -124,6 +132,33 @@ def _judge_rule(rule: Rule, row: RateInterval, context: GateContext) -> RuleResu
     if row.rate >= rule.min_rate:  # type: ignore[operator]
         return result("PASS", None, f"rate {_pct(row.rate, True)} ≥ {threshold}")
     return result("FAIL", "rate_below_threshold", f"rate {_pct(row.rate, False)} < {threshold}")
+
+
+def _no_regression(rule: Rule, context: GateContext, result: Any) -> RuleResult:
+    """The candidate against its baseline: the regressions (pass → fail) and the cases that
+    passed in the baseline and are missing now both count against it."""
+    nr = rule.no_regression
+    assert nr is not None
+    evidence = context.regressions.get(rule.name)
+    if evidence is None:
+        return result("INSUFFICIENT_EVIDENCE", "no_baseline", f"no run of the log matches baseline {nr.baseline}")
+    f = evidence.flips
+    against = len(f.regressions) + len(f.lost)
+    said = f"{against} {'regression' if against == 1 else 'regressions'}"
+    if f.lost:
+        said += f" ({len(f.lost)} of them now missing)"
+    said += f" vs {evidence.baseline_run}"
+    if nr.max_regressions is not None:
+        if against > nr.max_regressions:
+            return result("FAIL", "regressions_exceed_limit", f"{said} > {nr.max_regressions} allowed")
+        status = ("PASS", None) if evidence.baseline_complete else ("INSUFFICIENT_EVIDENCE", "baseline_incomplete")
+        return result(*status, f"{said} ≤ {nr.max_regressions} allowed")
+    p = mcnemar_exact(against, len(f.fixes))
+    fixes = f"{len(f.fixes)} {'fix' if len(f.fixes) == 1 else 'fixes'}"
+    if against > len(f.fixes) and p < nr.max_p:  # type: ignore[operator]
+        return result("FAIL", "significant_regression", f"{said}, {fixes}: p = {p:.3g} < {nr.max_p:g}")
+    status = ("PASS", None) if evidence.baseline_complete else ("INSUFFICIENT_EVIDENCE", "baseline_incomplete")
+    return result(*status, f"{said}, {fixes}: p = {p:.3g}")
 
 
 def judge_gate(release: ReleaseConfig, criteria: dict[str, RateInterval],

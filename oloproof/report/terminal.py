@@ -255,11 +255,14 @@ def summary_view(summary: Summary, *, run_id: str, system: str, min_support: int
 
 
 def runs_table(rows: list[dict]) -> Grid:
-    t = Grid(("run_id", "key"), ("system", "key"), ("version", "key"), ("started", "key"), ("cases", "key"),
-             ("status", "key"))
+    pinned = any(r.get("pins") for r in rows)
+    columns = [("run_id", "key"), ("system", "key"), ("version", "key"), ("started", "key"), ("cases", "key"),
+               ("status", "key")] + ([("pins", "text")] if pinned else [])
+    t = Grid(*columns)
     for r in rows:
-        t.add_row(r["run_id"], r["system"], r["version"], r["started"],
-                  f"{r['cases_committed']} / {r['case_count']}", r["status"])
+        cells = [r["run_id"], r["system"], r["version"], r["started"],
+                 f"{r['cases_committed']} / {r['case_count']}", r["status"]]
+        t.add_row(*cells, *([", ".join(r.get("pins", []))] if pinned else []))
     return t
 
 
