@@ -18,14 +18,22 @@ from oloproof.cli.common import (
 
 @click.command("view")
 @click.argument("run", default="latest")
+@click.option("--compare", "base", metavar="BASE",
+              help="Compare RUN (the candidate) with BASE: a run id, 'latest', 'version:V' or 'pin:NAME'.")
 @click.option("--out", "out_dir", type=click.Path(), help="Write a static report folder (new or empty) and exit.")
 @click.option("--port", type=int, default=8765, show_default=True,
               help="Serve the report on localhost:PORT (0: any free port).")
 @click.option("--db", metavar="PATH", help=DB_HELP)
 @handled
-def command(run: str, out_dir: str | None, port: int, db: str | None) -> None:
+def command(run: str, base: str | None, out_dir: str | None, port: int, db: str | None) -> None:
     """Open a stored RUN (default: latest) as an HTML report: criteria, slices, gate, and a
     case panel per case. Works offline: nothing is loaded from the network.
+
+    With --compare BASE, the report compares BASE with RUN (the candidate), as 'oloproof diff
+    BASE RUN' does: both runs, the pairing, the criteria with their flips and p-values, and
+    the flipped cases (regressions first), each opening the base and candidate case panels
+    side by side; each run's own report is a tab away. RUN and BASE are each a run id,
+    'latest', 'version:V' or 'pin:NAME'; two references to one run exit 2.
 
     The output folder (--out) and the port (--port) are checked before anything is read:
     a folder that is a file, not empty or under a missing folder, or a port in use, exit 2.
@@ -33,9 +41,10 @@ def command(run: str, out_dir: str | None, port: int, db: str | None) -> None:
     \b
     Example:
       oloproof view latest --out report && chromium report/index.html
+      oloproof view version:v2 --compare version:v1
     """
     from oloproof.errors import UsageError
-    from oloproof.report.bundle import build_run_bundle
+    from oloproof.report.bundle import build_compare_bundle, build_run_bundle
 
     if not 0 <= port < 65536:
         raise UsageError(f"--port {port}: not a port number (0 to 65535; 0: any free port)")
@@ -51,8 +60,11 @@ def command(run: str, out_dir: str | None, port: int, db: str | None) -> None:
             server.folder = target
         store = open_log(db)
         try:
-            run_id = resolve_run(store, run)
-            n = build_run_bundle(store, run_id, target)
+            if base is not None:
+                compared = build_compare_bundle(store, base, run, target)
+            else:
+                run_id = resolve_run(store, run)
+                n = build_run_bundle(store, run_id, target)
         finally:
             store.close()
     except BaseException:
@@ -64,7 +76,12 @@ def command(run: str, out_dir: str | None, port: int, db: str | None) -> None:
     if server is None:
         from oloproof.report.terminal import plural
 
-        click.echo(f"wrote the report of run {run_id} ({plural(n, 'case')}) to {target / 'index.html'}")
+        if base is not None:
+            click.echo(f"wrote the comparison of base {compared.base_id} ({plural(compared.base_cases, 'case')}) "
+                       f"and candidate {compared.candidate_id} ({plural(compared.candidate_cases, 'case')}) "
+                       f"to {target / 'index.html'}")
+        else:
+            click.echo(f"wrote the report of run {run_id} ({plural(n, 'case')}) to {target / 'index.html'}")
         return
     try:
         serve(server, target)

@@ -8,11 +8,20 @@ when a case is opened). Data files are scripts, so the folder also works from ``
 ``summary.js`` may carry the run's ``complete`` (bool), ``cases_committed`` and
 ``cases_expected``: with ``complete`` false the page opens with the banner "Incomplete run:
 N of M cases recorded; the gate cannot pass"; without the field, no banner.
+
+A comparison bundle (``oloproof view CANDIDATE --compare BASE``, :func:`build_compare_bundle`)
+holds both runs' data, each in its own folder (``data/base/`` and ``data/candidate/``, the same
+three kinds of file, each call naming its run: ``OLOPROOF.chunk(0, [...], "base")``), and
+``data/diff.js``: the document of ``oloproof diff --json`` with what the page adds to it (the
+flipped cases grouped by move and criterion, regressions first). The page opens on the
+comparison; ``#view=base`` and ``#view=candidate`` are each run's ordinary report, and
+``#case=ID`` opens the case's two panels side by side.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -64,39 +73,57 @@ def case_detail(view: CaseView, result: CaseResult, suite: SuiteEvaluation, repl
     return detail
 
 
-def write_bundle(out: Path, summary_data: dict[str, Any], details: Iterable[dict[str, Any]],
-                 criteria: list[str]) -> int:
-    """Write the report folder; returns the number of cases."""
+def write_page(out: Path, *, compare: bool = False) -> None:
+    """``index.html``: the styles and the script inlined (no CDN); the data load from ``data/``."""
     out = Path(out)
-    data = out / "data"
-    data.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     assets = resources.files("oloproof.report") / "assets"
     css = (assets / "view.css").read_text(encoding="utf-8")
     js = (assets / "view.js").read_text(encoding="utf-8")
+    title = "Oloproof comparison report" if compare else "Oloproof run report"
+    body = "<body data-mode=\"compare\">" if compare else "<body>"
     html = ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            "<title>Oloproof run report</title>\n<style>\n" + css + "</style></head>\n"
-            "<body><header><h1 id=\"title\">Oloproof</h1></header><main id=\"root\">"
+            f"<title>{title}</title>\n<style>\n" + css + "</style></head>\n"
+            + body + "<header><h1 id=\"title\">Oloproof</h1></header><main id=\"root\">"
             "<p>Loading…</p></main>\n<script>\n" + js + "</script></body></html>\n")
     (out / "index.html").write_text(html, encoding="utf-8")
+
+
+def write_run_data(data: Path, summary_data: dict[str, Any], details: Iterable[dict[str, Any]],
+                   criteria: list[str], run: str | None = None) -> int:
+    """One run's data files in the folder ``data``: ``summary.js``, ``cases-N.js`` (CHUNK case
+    panels a file, one chunk in memory at a time) and ``index.js``; each call names ``run``
+    (a comparison's ``base`` or ``candidate``) when given. Returns the number of cases."""
+    data = Path(data)
+    data.mkdir(parents=True, exist_ok=True)
+    tag = () if run is None else (run,)
     summary = {k: v for k, v in summary_data.items() if k != "cases"}
-    (data / "summary.js").write_text(_js("summary", summary), encoding="utf-8")
+    (data / "summary.js").write_text(_js("summary", summary, *tag), encoding="utf-8")
     rows, chunk, n = [], [], 0
     for i, d in enumerate(details):
         rows.append([d["case_id"], i, [d["verdicts"][c][0] for c in criteria]])
         chunk.append(d)
         if len(chunk) == CHUNK:
-            (data / f"cases-{n}.js").write_text(_js("chunk", n, chunk), encoding="utf-8")
+            (data / f"cases-{n}.js").write_text(_js("chunk", n, chunk, *tag), encoding="utf-8")
             chunk, n = [], n + 1
     if chunk:
-        (data / f"cases-{n}.js").write_text(_js("chunk", n, chunk), encoding="utf-8")
+        (data / f"cases-{n}.js").write_text(_js("chunk", n, chunk, *tag), encoding="utf-8")
     index = {"criteria": criteria, "cases": rows, "chunk_size": CHUNK,
              "position": {r[0]: r[1] for r in rows}}
-    (data / "index.js").write_text(_js("index", index), encoding="utf-8")
+    (data / "index.js").write_text(_js("index", index, *tag), encoding="utf-8")
     return len(rows)
 
 
-def build_run_bundle(store: Any, run_id: str, out: Path) -> int:
-    """The HTML report of a stored run, written to ``out`` (nothing runs)."""
+def write_bundle(out: Path, summary_data: dict[str, Any], details: Iterable[dict[str, Any]],
+                 criteria: list[str]) -> int:
+    """Write the report folder; returns the number of cases."""
+    out = Path(out)
+    write_page(out)
+    return write_run_data(out / "data", summary_data, details, criteria)
+
+
+def run_bundle_data(store: Any, run_id: str) -> tuple[dict[str, Any], Iterator[dict[str, Any]], list[str]]:
+    """A stored run's summary, its case panels (lazily, in suite order) and its criteria."""
     from oloproof.app.reports import case_panels, run_report
     from oloproof.report.panel import replay_rows
     from oloproof.report.results import results_dict
@@ -108,4 +135,56 @@ def build_run_bundle(store: Any, run_id: str, out: Path) -> int:
                                 sealed.digest if sealed else None)
     details = (case_detail(p.view, p.result, report.suite, replay_rows(p.view, p.replays), p.pairs)
                for p in case_panels(store, report))
-    return write_bundle(out, summary_data, details, report.suite.criteria)
+    return summary_data, details, report.suite.criteria
+
+
+def build_run_bundle(store: Any, run_id: str, out: Path) -> int:
+    """The HTML report of a stored run, written to ``out`` (nothing runs)."""
+    summary_data, details, criteria = run_bundle_data(store, run_id)
+    return write_bundle(out, summary_data, details, criteria)
+
+
+#: the moves of a flipped case, in the order the comparison page lists them (regressions first)
+MOVES = (("regressions", "pass → fail"), ("to_missing", "→ missing"), ("fixes", "fail → pass"),
+         ("from_missing", "missing →"))
+
+
+def compare_page_data(d: Any) -> dict[str, Any]:
+    """What the comparison page shows beyond ``diff_dict(d)``: the criteria in the terminal's
+    order (the most regressions first), the flipped cases grouped by move and criterion —
+    every pass → fail group first, then into missing, fail → pass, out of missing — and how
+    many cases each run recorded."""
+    ordered = sorted(d.criteria, key=lambda x: (-len(x.flips.regressions) - len(x.flips.lost), x.criterion))
+    groups = [{"criterion": x.criterion, "move": move, "label": label, "cases": list(getattr(x.flips, move))}
+              for move, label in MOVES for x in ordered if getattr(x.flips, move)]
+    runs = {role: {"complete": summary.complete, "cases_committed": summary.cases_committed,
+                   "cases_expected": summary.cases_expected}
+            for role, summary in (("base", d.base_summary), ("candidate", d.candidate_summary))}
+    return {"criteria_order": [x.criterion for x in ordered], "flipped": groups, "runs": runs}
+
+
+@dataclass
+class CompareBundle:
+    base_id: str
+    candidate_id: str
+    base_cases: int
+    candidate_cases: int
+
+
+def build_compare_bundle(store: Any, base_ref: str, candidate_ref: str, out: Path) -> CompareBundle:
+    """The comparison report of two stored runs, written to ``out``. The references are
+    resolved and the runs compared (:func:`~oloproof.app.diff.diff_runs`: an unknown reference
+    or the same run twice is a UsageError) before anything is written."""
+    from oloproof.app.diff import diff_runs
+    from oloproof.report.compare import diff_dict
+
+    d = diff_runs(store, base_ref, candidate_ref)
+    document, page = diff_dict(d), compare_page_data(d)
+    out = Path(out)
+    counts = {}
+    for role, run in (("base", d.base), ("candidate", d.candidate)):
+        summary_data, details, criteria = run_bundle_data(store, run.started.run_id)
+        counts[role] = write_run_data(out / "data" / role, summary_data, details, criteria, role)
+    (out / "data" / "diff.js").write_text(_js("diff", document, page), encoding="utf-8")
+    write_page(out, compare=True)
+    return CompareBundle(d.base.started.run_id, d.candidate.started.run_id, counts["base"], counts["candidate"])

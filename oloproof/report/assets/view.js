@@ -1,9 +1,17 @@
 // Oloproof run report. Every recorded value is rendered with textContent: a tool result
 // holding markup shows as text, never as markup. Data arrive lazily as script files
 // (data/*.js), which works from a static folder (file://) as well as from a server.
+//
+// A comparison report (<body data-mode="compare">) holds two runs, "base" and "candidate"
+// (data/base/*.js, data/candidate/*.js: each call names its run) and data/diff.js. It opens on
+// the comparison; #view=base / #view=candidate show a run's ordinary report; #case=ID opens the
+// case's base and candidate panels side by side.
 "use strict";
 (function () {
-  var state = { summary: null, index: null, chunks: {}, pending: {}, shown: null };
+  var COMPARE = document.body.getAttribute("data-mode") === "compare";
+  var ROLES = COMPARE ? ["base", "candidate"] : [""];
+  var state = { runs: {}, diff: null, page: null, pending: {}, shown: null };
+  ROLES.forEach(function (r) { state.runs[r] = { role: r, summary: null, index: null, chunks: {} }; });
   var t0 = performance.now();
   var PAGE = 100;
 
@@ -54,10 +62,23 @@
     document.body.appendChild(el("script", { src: src }));
   }
 
+  function runOf(role) {
+    role = role || "";
+    return Object.prototype.hasOwnProperty.call(state.runs, role) ? state.runs[role] : null;
+  }
+  function dataPath(role, file) { return "data/" + (role ? role + "/" : "") + file; }
+  // where a case sits in its run (undefined: no such case); an own property only, so that a
+  // case id such as "constructor" is looked up like any other
+  function positionOf(R, caseId) {
+    var pos = R.index.position;
+    return Object.prototype.hasOwnProperty.call(pos, caseId) ? pos[caseId] : undefined;
+  }
+
   window.OLOPROOF = {
-    summary: function (data) { state.summary = data; render(); },
-    index: function (data) { state.index = data; render(); },
-    chunk: function (n, cases) { state.chunks[n] = cases; render(); }
+    summary: function (data, role) { var R = runOf(role); if (R) { R.summary = data; render(); } },
+    index: function (data, role) { var R = runOf(role); if (R) { R.index = data; render(); } },
+    chunk: function (n, cases, role) { var R = runOf(role); if (R) { R.chunks[n] = cases; render(); } },
+    diff: function (data, page) { state.diff = data; state.page = page; render(); }
   };
 
   function params() {
@@ -86,9 +107,10 @@
       text: "Incomplete run: " + count + "; the gate cannot pass" });
   }
 
-  function renderSummary(root) {
-    var s = state.summary;
-    document.getElementById("title").textContent = "run " + s.run_id + " · " + s.system.name + " " + s.system.version;
+  function renderSummary(root, R) {
+    var s = R.summary;
+    document.getElementById("title").textContent = (R.role ? R.role + " " : "") + "run " + s.run_id + " · " +
+      s.system.name + " " + s.system.version;
     var banner = incompleteBanner(s);
     if (banner) root.appendChild(banner);
     var rows = s.criteria.map(function (r) {
@@ -120,16 +142,16 @@
     root.appendChild(gate);
   }
 
-  function filtered(p) {
-    var idx = state.index, ci = idx.criteria.indexOf(p.criterion);
+  function filtered(R, p) {
+    var idx = R.index, ci = idx.criteria.indexOf(p.criterion);
     return idx.cases.filter(function (c) {
       if (ci < 0 || !p.verdict) return true;
       return c[2][ci] === p.verdict;
     });
   }
 
-  function renderCases(root, p) {
-    var idx = state.index;
+  function renderCases(root, p, R) {
+    var idx = R.index;
     var sel = el("select", { id: "criterion" }, [el("option", { value: "", text: "any criterion" })]
       .concat(idx.criteria.map(function (c) { return el("option", { value: c, text: c }); })));
     sel.value = p.criterion || "";
@@ -137,9 +159,9 @@
       return el("option", { value: v, text: v || "any verdict" });
     }));
     ver.value = p.verdict || "";
-    function change() { setParams({ criterion: sel.value, verdict: ver.value, page: 1 }); }
+    function change() { setParams({ view: p.view, criterion: sel.value, verdict: ver.value, page: 1 }); }
     sel.onchange = change; ver.onchange = change;
-    var list = filtered(p);
+    var list = filtered(R, p);
     var page = Math.max(1, parseInt(p.page || "1", 10)), pages = Math.max(1, Math.ceil(list.length / PAGE));
     page = Math.min(page, pages);
     var shown = list.slice((page - 1) * PAGE, page * PAGE);
@@ -168,15 +190,23 @@
     return table(["#", "kind", "agent", "tool", "arguments", "result"], rows);
   }
 
-  function renderPanel(root, c) {
-    var panel = el("section", { id: "panel" }, [el("h2", { text: "Case " + c.case_id })]);
+  // A case panel; ``marked`` (optional): criteria whose verdict rows are highlighted.
+  function renderPanel(root, c, criteria, id, marked) {
+    var panel = el("section", { id: id || "panel", cls: "panel" }, [el("h2", { text: "Case " + c.case_id })]);
     panel.appendChild(table(["", ""], [
       [td("input"), tdPre(c.input)], [td("expected"), tdPre(c.expected)],
       [td(c.error ? "error" : "output"), tdPre(c.error || c.output)]]));
     panel.appendChild(el("h3", { text: "Verdicts" }));
-    panel.appendChild(table(["criterion", "verdict", "reason"], state.index.criteria.map(function (k) {
-      var v = c.verdicts[k]; return [td(k), td(v[0], v[0]), td(v[1] || "")];
-    })));
+    var verdicts = table(["criterion", "verdict", "reason"], criteria.map(function (k) {
+      var v = c.verdicts[k] || ["(not judged)", null];
+      return [td(k), td(v[0], v[0]), td(v[1] || "")];
+    }));
+    criteria.forEach(function (k, i) {
+      var tr = verdicts.tBodies[0].rows[i];
+      tr.setAttribute("data-criterion", k);
+      if (marked && marked.indexOf(k) >= 0) tr.className = "flipped";
+    });
+    panel.appendChild(verdicts);
     if (c.paths && c.paths.length) {
       panel.appendChild(el("h3", { text: "Compared state paths" }));
       panel.appendChild(table(["criterion", "path", "initial", "expected", "recorded", "verdict"], c.paths.map(function (p) {
@@ -211,32 +241,219 @@
 
   // Opening a case (a click on its row, or a #case= link) brings its panel into view, once:
   // later re-renders (paging, data arriving) leave the scroll position alone.
-  function reveal(panel, caseId) {
-    if (state.shown === caseId) return;
-    state.shown = caseId;
-    panel.scrollIntoView({ block: "start" });
+  function reveal(node, key) {
+    if (state.shown === key) return;
+    state.shown = key;
+    node.scrollIntoView({ block: "start" });
+  }
+
+  // One case of run R, or undefined while its chunk loads (loading it), or null: no such case.
+  function caseOf(R, caseId) {
+    var pos = positionOf(R, caseId);
+    if (pos === undefined) return null;
+    var n = Math.floor(pos / R.index.chunk_size);
+    if (!R.chunks[n]) { load(dataPath(R.role, "cases-" + n + ".js")); return undefined; }
+    return R.chunks[n][pos % R.index.chunk_size];
+  }
+
+  // A run's ordinary report: summary, filterable cases, the open case's panel.
+  function renderRun(root, p, R) {
+    renderSummary(root, R);
+    renderCases(root, p, R);
+    if (p.case) {
+      var key = (p.view || "") + "\u0000" + p.case;
+      var c = caseOf(R, p.case);
+      if (c === null) reveal(root.appendChild(el("p", { id: "panel", text: "no case " + p.case })), key);
+      else if (c) reveal(renderPanel(root, c, R.index.criteria), key);
+      else root.appendChild(el("p", { id: "panel-loading", text: "loading case…" }));
+    } else state.shown = null;
+  }
+
+  // ---- the comparison (a bundle of two runs) ----
+
+  function runLine(d, role) {
+    var r = d[role];
+    return r.run_id + " · " + r.system.name + " " + r.system.version;
+  }
+  function openPair(caseId) { setParams({ "case": caseId }); }
+  function caseLink(caseId) {
+    var a = el("a", { cls: "case", text: caseId, "data-case": caseId });
+    a.onclick = function () { openPair(caseId); };
+    return a;
+  }
+  function caseLinks(ids) {
+    var span = el("span", { cls: "ids" });
+    ids.forEach(function (id, i) {
+      if (i) span.appendChild(document.createTextNode(", "));
+      span.appendChild(caseLink(id));
+    });
+    return span;
+  }
+  function tdNodes(nodes, cls) { return el("td", { cls: cls || "" }, nodes); }
+  function num(x) { return x === null || x === undefined ? "–" : String(x); }
+
+  function renderTabs(root, p) {
+    var d = state.diff, current = p.view === "base" || p.view === "candidate" ? p.view : "";
+    var tabs = [["", "Comparison", "#", "tab-compare"],
+                ["base", "Base run " + d.base.run_id, "#view=base", "tab-base"],
+                ["candidate", "Candidate run " + d.candidate.run_id, "#view=candidate", "tab-candidate"]];
+    root.appendChild(el("nav", { id: "tabs", cls: "tabs" }, tabs.map(function (t) {
+      var a = el("a", { id: t[3], href: t[2], text: t[1], cls: t[0] === current ? "tab active" : "tab" });
+      a.onclick = function () { window.scrollTo(0, 0); };  // another page: start at its top
+      return a;
+    })));
+  }
+
+  function compareBanners(root) {
+    var d = state.diff, runs = state.page.runs;
+    ROLES.forEach(function (role) {
+      var r = runs[role];
+      if (r.complete !== false) return;
+      root.appendChild(el("div", { id: "incomplete-" + role, cls: "banner", role: "alert",
+        text: "Incomplete " + role + " run " + d[role].run_id + ": " + r.cases_committed + " of " + r.cases_expected +
+              " cases recorded; its unrecorded cases count as missing" }));
+    });
+  }
+
+  function renderComparison(root, p) {
+    var d = state.diff, pg = state.page;
+    document.getElementById("title").textContent = "base " + runLine(d, "base") + "  →  candidate " + runLine(d, "candidate");
+    compareBanners(root);
+    root.appendChild(el("section", { id: "runs" }, [el("h2", { text: "Runs" }),
+      table(["", "run", "system", "version", "recorded", "report"], ROLES.map(function (role) {
+        var r = d[role], n = pg.runs[role];
+        var recorded = r.complete ? "complete · " + n.cases_committed + " cases"
+          : "incomplete · " + n.cases_committed + " of " + n.cases_expected + " cases";
+        return [td(role), td(r.run_id), td(r.system.name), td(r.system.version),
+                td(recorded, r.complete ? "" : "fail"),
+                tdNodes([el("a", { href: "#view=" + role, cls: "open-run", text: "open the " + role + " report" })])];
+      }))]));
+    var c = d.cases;
+    root.appendChild(el("section", { id: "pairing" }, [el("h2", { text: "Cases" }),
+      table(["", "cases", "ids"], [
+        [td("paired (same id and fingerprint)"), td(String(c.paired), "num"), td("")],
+        [td("fingerprint changed (another question: not paired)"), td(String(c.fingerprint_changed.length), "num"),
+         tdNodes([caseLinks(c.fingerprint_changed)])],
+        [td("only in base (missing in the candidate)"), td(String(c.only_base.length), "num"), tdNodes([caseLinks(c.only_base)])],
+        [td("only in candidate"), td(String(c.only_candidate.length), "num"), tdNodes([caseLinks(c.only_candidate)])]
+      ])]));
+    var rows = {};
+    d.criteria.forEach(function (r) { rows["\u0000" + r.criterion] = r; });
+    var crit = el("section", { id: "compare-criteria" }, [el("h2", { text: "Criteria" }),
+      table(["criterion", "base", "base interval", "candidate", "candidate interval", "pass→fail", "fail→pass",
+             "→ missing", "missing →", "p", "method"], pg.criteria_order.map(function (k) {
+        var r = rows["\u0000" + k];
+        return [td(r.criterion), td(pct(r.base.rate), "num"), td(outward(r.base.low, r.base.high)),
+                td(pct(r.candidate.rate), "num"), td(outward(r.candidate.low, r.candidate.high)),
+                td(String(r.regressions.length), "num" + (r.regressions.length ? " fail" : "")),
+                td(String(r.fixes.length), "num" + (r.fixes.length ? " pass" : "")),
+                td(String(r.to_missing.length), "num"), td(String(r.from_missing.length), "num"),
+                td(String(Number(r.p_value.toPrecision(3))), "num"), td(r.method)];
+      }))]);
+    var only = [];
+    if (d.criteria_only_in_base.length) only.push("only in base: " + d.criteria_only_in_base.join(", "));
+    if (d.criteria_only_in_candidate.length) only.push("only in candidate: " + d.criteria_only_in_candidate.join(", "));
+    if (only.length) crit.appendChild(el("p", { cls: "note", text: "not compared: " + only.join("; ") }));
+    crit.appendChild(el("p", { cls: "note", text: "p: McNemar's exact test (two-sided) on pass→fail vs fail→pass; " +
+      "moves into or out of missing or excluded are counted apart and kept out of the test." }));
+    root.appendChild(crit);
+    var flipped = el("section", { id: "flipped" }, [el("h2", { text: "Flipped cases (regressions first)" })]);
+    if (!pg.flipped.length) flipped.appendChild(el("p", { id: "no-flips", text: "no case changed its verdict" }));
+    pg.flipped.forEach(function (g) {
+      var list = el("ul", { cls: "cases" }, g.cases.map(function (id) { return el("li", null, [caseLink(id)]); }));
+      flipped.appendChild(el("div", { cls: "group " + g.move, "data-criterion": g.criterion, "data-move": g.move }, [
+        el("h3", { text: g.criterion + " · " + g.label + " (" + g.cases.length + ")" }), list]));
+    });
+    root.appendChild(flipped);
+    if (d.metrics.length) {
+      root.appendChild(el("section", { id: "compare-metrics" }, [el("h2", { text: "Metrics" }),
+        table(["metric", "base", "candidate", "median per-case difference"], d.metrics.map(function (m) {
+          var unit = m.unit ? " " + m.unit : "";
+          var v = function (x) { return num(x.value) + " [" + num(x.low) + ", " + num(x.high) + "]" + unit; };
+          return [td(m.id), td(v(m.base)), td(v(m.candidate)),
+                  td(m.median_difference === null ? "–" : (m.median_difference > 0 ? "+" : "") + m.median_difference + unit +
+                     " over " + m.pairs + " pairs")];
+        }))]));
+    }
+    if (d.slices.length) {
+      root.appendChild(el("section", { id: "compare-slices" }, [el("h2", { text: "By slice (descriptive; slices never gate)" }),
+        table(["slice", "criterion", "pass→fail", "fail→pass", "→ missing", "missing →"], d.slices.map(function (s) {
+          return [td(s.slice), td(s.criterion), td(String(s.regressions.length), "num"), td(String(s.fixes.length), "num"),
+                  td(String(s.to_missing.length), "num"), td(String(s.from_missing.length), "num")];
+        }))]));
+    }
+    if (p.case) renderPair(root, p.case);
+    else state.shown = null;
+  }
+
+  // The case's base panel on the left, its candidate panel on the right, brought into view
+  // once both are drawn.
+  function renderPair(root, caseId) {
+    var d = state.diff, moves = [], marked = [];
+    state.page.flipped.forEach(function (g) {
+      if (g.cases.indexOf(caseId) >= 0) { moves.push(g.criterion + ": " + g.label); marked.push(g.criterion); }
+    });
+    var c = d.cases, apart = c.fingerprint_changed.indexOf(caseId) >= 0
+      ? "its fingerprint changed (input, initial state or expected): another question, never paired"
+      : c.only_base.indexOf(caseId) >= 0 ? "only in the base run (missing in the candidate)"
+      : c.only_candidate.indexOf(caseId) >= 0 ? "only in the candidate run" : "";
+    var note = (moves.length ? "flipped: " + moves.join(" · ") : apart ? "" : "no verdict flipped") +
+      (moves.length && apart ? " · " : "") + apart;
+    var section = el("section", { id: "pair" }, [el("h2", { text: "Case " + caseId + ": base and candidate side by side" }),
+      el("p", { id: "pair-moves", cls: "note", text: note })]);
+    var sides = el("div", { cls: "sides" }), drawn = true;
+    ROLES.forEach(function (role) {
+      var R = state.runs[role];
+      var side = el("div", { cls: "side", id: "side-" + role }, [el("h3", { text: role + " · run " + runLine(d, role) })]);
+      var c = R.index ? caseOf(R, caseId) : undefined;
+      if (c) {
+        var open = el("a", { cls: "open-case", text: "open in the " + role + " report",
+                             href: "#view=" + role + "&case=" + encodeURIComponent(caseId) });
+        open.onclick = function () { window.scrollTo(0, 0); };
+        side.appendChild(el("p", { cls: "note" }, [open]));
+      }
+      if (c === null) side.appendChild(el("p", { id: "panel-" + role, cls: "panel absent", text: "no case " + caseId + " in the " + role + " run" }));
+      else if (c) renderPanel(side, c, R.index.criteria, "panel-" + role, marked);
+      else { side.appendChild(el("p", { cls: "loading", text: "loading case…" })); drawn = false; }
+      sides.appendChild(side);
+    });
+    section.appendChild(sides);
+    root.appendChild(section);
+    if (drawn) reveal(section, "pair\u0000" + caseId);
+  }
+
+  function renderCompare(root, p) {
+    if (!state.diff) return false;
+    root.textContent = "";
+    renderTabs(root, p);
+    if (p.view === "base" || p.view === "candidate") {
+      var R = state.runs[p.view];
+      if (!R.summary || !R.index) root.appendChild(el("p", { text: "loading the " + p.view + " run…" }));
+      else renderRun(root, p, R);
+    } else renderComparison(root, p);
+    return true;
   }
 
   function render() {
     var root = document.getElementById("root");
-    if (!state.summary || !state.index) return;
     var p = params();
-    root.textContent = "";
-    renderSummary(root);
-    renderCases(root, p);
-    if (p.case) {
-      var pos = state.index.position[p.case];
-      if (pos === undefined) reveal(root.appendChild(el("p", { id: "panel", text: "no case " + p.case })), p.case);
-      else {
-        var n = Math.floor(pos / state.index.chunk_size);
-        if (state.chunks[n]) reveal(renderPanel(root, state.chunks[n][pos % state.index.chunk_size]), p.case);
-        else { root.appendChild(el("p", { id: "panel-loading", text: "loading case…" })); load("data/cases-" + n + ".js"); }
-      }
-    } else state.shown = null;
+    if (COMPARE) {
+      if (!renderCompare(root, p)) return;
+    } else {
+      var R = state.runs[""];
+      if (!R.summary || !R.index) return;
+      root.textContent = "";
+      renderRun(root, p, R);
+    }
     if (!document.body.dataset.firstPaint) document.body.dataset.firstPaint = String(Math.round(performance.now() - t0));
     document.body.dataset.ready = "1";
   }
   window.addEventListener("hashchange", render);
-  load("data/summary.js");
-  load("data/index.js");
+  if (COMPARE) {
+    load("data/diff.js");
+    ROLES.forEach(function (role) { load(dataPath(role, "summary.js")); load(dataPath(role, "index.js")); });
+  } else {
+    load("data/summary.js");
+    load("data/index.js");
+  }
 })();
