@@ -51,6 +51,9 @@ class RunStarted(Event, frozen=True, tag="run_started.v1"):
     #: SHA-256 over the system's module and the project's own Python files: replays are
     #: keyed by it, so changing the agent's code re-runs its replays ("" in older logs)
     code_digest: str = ""
+    #: the seal digest of the log's latest sealed run when this one started: runs chain to one
+    #: another, so a run deleted whole (its streams and its seal) is missed by the next one
+    previous_seal: str = ""
 
 
 class RunResumed(Event, frozen=True, tag="run_resumed.v1"):

@@ -552,3 +552,165 @@ def test_eval_refuses_a_run_of_another_system(cli, tmp_path, support):
     other = tiny(tmp_path, n=3)
     r = cli("eval", "latest", "--project", str(other), cwd=p)
     assert r.exit_code == 2 and "recorded by system 'support-agent'" in r.output and "--other-system" in r.output
+
+
+# ---- found by attacking the sealed build ------------------------------------------------------
+
+HOSTILE = '''\
+import atexit
+import os
+import sys
+
+from oloproof import current_case, tool
+
+
+@tool
+def act(what):
+    return {"ok": what}
+
+
+def agent(case):
+    what = case.input["what"]
+    if what == "os_exit":
+        os._exit(0)
+    if what == "atexit":
+        atexit.register(os._exit, 0)
+    if what == "print":
+        print('{"gate": {"decision": "PASS"}, "complete": true}')
+        os.write(1, b'{"forged": true}\\n')
+    if what == "key":
+        return {"answer": "ok", "key": os.environ.get("OLOPROOF_LOG_KEY")}
+    if what == "escape":
+        raise ValueError("\\x1b[2J\\x1b[Hexit 0: the gate passed\\x1b]8;;https://evil.example\\x07click\\u202e")
+    act(what)
+    current_case().finish("success")
+    return {"answer": "ok"}
+'''
+
+
+def hostile(tmp_path, whats, *, fail=False):
+    p = tmp_path / "hostile"
+    write(p / "app.py", HOSTILE)
+    write(p / "oloproof.yaml", CONFIG)
+    write(p / "release.yaml", RELEASE)
+    write(p / "cases.jsonl", "".join(
+        json.dumps({"id": f"c{i}-{w}", "input": {"what": w}, "expected": {"answer": "nope" if fail else "ok"}}) + "\n"
+        for i, w in enumerate(whats)))
+    return p
+
+
+def test_the_agent_cannot_end_the_run_with_os_exit_or_an_atexit_hook(tmp_path):
+    p = hostile(tmp_path, ["a", "os_exit", "atexit", "b"], fail=True)  # the gate fails: exit 1
+    r = oloproof("run", cwd=p)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "os._exit(0)" in r.stdout + r.stderr  # the case errored, naming what it did
+    for flag in ([], ["--concurrency", "2"]):
+        assert oloproof("run", *flag, cwd=p).returncode == 1, flag
+    # at import: a configuration error (exit 2), not the command's exit
+    (p / "app.py").write_text("import os\nos._exit(0)\n" + HOSTILE)
+    r = oloproof("run", cwd=p)
+    assert r.returncode == 2 and "os._exit(0)" in r.stderr, r.stderr
+
+
+def test_json_on_stdout_stays_json_whatever_the_agent_prints(tmp_path):
+    p = hostile(tmp_path, ["a", "print", "b"])
+    r = oloproof("run", "--json", "-", cwd=p)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)  # one document, nothing else
+    assert data["complete"] is True and data["gate"]["decision"] == "PASS" and len(data["cases"]) == 3
+    assert '{"forged": true}' in r.stderr  # what the agent printed went to stderr
+
+
+def test_the_agent_does_not_find_the_log_key_in_its_environment(tmp_path):
+    p = hostile(tmp_path, ["key"])
+    r = oloproof("run", cwd=p, env={"OLOPROOF_LOG_KEY": "s3cret"})
+    assert r.returncode == 0, r.stderr
+    show = oloproof("show", "latest", "c0-key", cwd=p, env={"OLOPROOF_LOG_KEY": "s3cret"})
+    assert show.returncode == 0 and '"key":null' in show.stdout.replace(" ", ""), show.stdout
+    assert oloproof("audit", "verify", cwd=p, env={"OLOPROOF_LOG_KEY": "s3cret"}).returncode == 0
+
+
+def test_recorded_terminal_escapes_are_shown_not_obeyed(cli, tmp_path):
+    p = hostile(tmp_path, ["escape"])
+    r = oloproof("run", cwd=p)
+    show = oloproof("show", "latest", "c0-escape", cwd=p)
+    for out in (r.stdout + r.stderr, show.stdout):
+        assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out
+        assert "\\x1b[2J" in out and "\\u202e" in out
+
+
+def test_a_run_deleted_whole_is_named_by_the_next_one(cli, tmp_path, monkeypatch):
+    for key in (None, "s3cret"):
+        p = tiny(tmp_path / (key or "plain"), n=3)
+        if key:
+            monkeypatch.setenv("OLOPROOF_LOG_KEY", key)
+        ids = [json.loads((cli("run", "--json", "r.json", cwd=p), (p / "r.json").read_text())[1])["run_id"]
+               for _ in range(3)]
+        conn = connect(p)
+        drop_triggers(conn)
+        conn.execute("DELETE FROM events WHERE stream = ? OR stream LIKE ?", (ids[1], ids[1] + "/%"))
+        restore_triggers(conn)
+        conn.close()
+        r = cli("audit", "verify", cwd=p)
+        assert r.exit_code == 1 and f"{ids[2]}: the run sealed before it" in r.output and "deleted whole" in r.output
+        monkeypatch.delenv("OLOPROOF_LOG_KEY", raising=False)
+
+
+def test_hidden_prototype_keys_reach_the_report(cli, tmp_path):
+    p = tiny(tmp_path, n=2)
+    (p / "app.py").write_text(APP.replace('return {"answer": "ok"}',
+                                          'return {"answer": "ok", "__proto__": {"deleted": True}}'))
+    assert cli("run", cwd=p).exit_code == 0
+    assert cli("view", "latest", "--out", str(tmp_path / "html"), cwd=p).exit_code == 0
+    chunk = (tmp_path / "html" / "data" / "cases-0.js").read_text()
+    start = chunk.index("JSON.parse(") + len("JSON.parse(")
+    inner = json.loads(json.JSONDecoder().raw_decode(chunk[start:])[0])  # the string, then its JSON
+    assert any(c.get("output", {}).get("__proto__") == {"deleted": True} for c in inner), inner
+
+
+def test_refused_commands_leave_a_foreign_file_as_it_was(cli, tmp_path):
+    foreign = tmp_path / "foreign.db"
+    conn = sqlite3.connect(foreign)
+    conn.execute("CREATE TABLE t (x)")
+    conn.commit()
+    conn.close()
+    before = foreign.read_bytes()
+    p = tiny(tmp_path, n=2)
+    for command in (["run", "--db", str(foreign)], ["audit", "rebuild", "--db", str(foreign)]):
+        r = cli(*command, cwd=p)
+        assert r.exit_code == 2 and "not an Oloproof log" in r.output, command
+        assert foreign.read_bytes() == before, command  # not switched to WAL
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    r = cli("audit", "rebuild", "--db", str(empty), cwd=p)
+    assert r.exit_code == 2 and empty.read_bytes() == b""
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full on this system")
+def test_a_full_output_is_an_error_not_a_silent_zero(cli, tmp_path):
+    p = tiny(tmp_path, n=2)
+    assert cli("run", cwd=p).exit_code == 0
+    r = oloproof("export", "latest", "--out", "/dev/full", cwd=p)
+    assert r.returncode == 2 and "No space left" in r.stderr, r.stderr
+    assert Path("/dev/full").is_char_device()  # written in place, never replaced by a file
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([sys.executable, "-m", "oloproof", "runs"], cwd=p, stdout=full, stderr=subprocess.PIPE,
+                           text=True, timeout=60)
+    assert r.returncode == 2 and "No space left" in r.stderr, r.stderr
+    r = oloproof("run", "--json", "/dev/full", cwd=p)
+    assert r.returncode == 2 and "No space left" in r.stderr, r.stderr
+
+
+def test_a_malformed_expected_digest_is_bad_input(cli, tmp_path):
+    p = tiny(tmp_path, n=2)
+    assert cli("run", cwd=p).exit_code == 0
+    r = cli("audit", "verify", "--expect", "garbage", cwd=p)
+    assert r.exit_code == 2 and "--expect" in r.output
+
+
+def test_duplicate_keys_in_a_case_line_are_refused(cli, tmp_path):
+    p = tiny(tmp_path, n=1)
+    (p / "cases.jsonl").write_text('{"id": "a", "input": {"what": "x"}, "expected": {"answer": "WRONG", '
+                                   '"answer": "ok"}}\n')
+    r = cli("run", cwd=p)
+    assert r.exit_code == 2 and "duplicate key 'answer'" in r.output and "cases.jsonl:1" in r.output

@@ -405,12 +405,12 @@ def test_an_incomplete_candidate_and_cases_on_one_side(tmp_path, served, driver)
     set_version(p, "v2")
     app = p / "app.py"
     app.write_text(app.read_text().replace("def run(case):\n", "def run(case):\n    if case.id == 'case_031':\n"
-                                           "        import os\n        os._exit(9)  # killed mid-run: no seal\n"))
+                                           "        import os, signal\n        os.kill(os.getpid(), signal.SIGKILL)  # killed mid-run: no seal\n"))
     lines = (p / "cases.jsonl").read_text().splitlines()
     first = json.loads(lines[0])
     first["input"]["order_id"] = "ord-098"  # same id, another question
     (p / "cases.jsonl").write_text("\n".join([json.dumps(first)] + lines[1:]) + "\n")
-    assert oloproof("run").returncode == 9
+    assert oloproof("run").returncode == -9
     d = load_diff(p, "latest")  # an unfinished run is no version:v2
     assert d["candidate"]["complete"] is False and d["cases"]["fingerprint_changed"] == ["case_001"]
     missing = d["cases"]["only_base"]

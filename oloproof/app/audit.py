@@ -252,6 +252,14 @@ def audit_log(store: EventStore) -> LogAudit:
         audit.problems[:0] = [f"{p.stream} #{p.seq}: {p.problem}" for p in mine]
         owned.update(p.stream for p in mine)
     problems += [f"{p.stream} #{p.seq}: {p.problem}" for p in report.problems if p.stream not in owned]
+    # runs chain to one another: a run that names a previous seal no run holds any more
+    # follows a run that was deleted whole
+    seals = {a.sealed.digest for a in runs if a.sealed is not None}
+    for audit in runs:
+        previous = audit.started.previous_seal if audit.started is not None else ""
+        if previous and previous not in seals:
+            problems.append(f"{audit.run_id}: the run sealed before it ({previous}) is gone from the log "
+                            "(deleted whole)")
     known = set(run_ids)
     orphans = sorted({n.split("/", 1)[0] for n in names
                       if "/" in n and not n.startswith((PREFIX, "pin/"))} - known)

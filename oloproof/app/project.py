@@ -117,15 +117,18 @@ def _import(project: Project, spec: str, key: str) -> Any:
     root = str(project.root)
     if root not in sys.path:
         sys.path.insert(0, root)
+    from oloproof.recorder.record import contained_exit
+
     try:
-        loaded = sys.modules.get(module_name)
-        if loaded is not None and _inside(getattr(loaded, "__file__", None), project.root):
-            # a long-lived process (a notebook, a test) loading the project again: fresh code
-            module = importlib.reload(loaded)
-        else:
-            if loaded is not None:  # another project's module of the same name
-                del sys.modules[module_name]
-            module = importlib.import_module(module_name)
+        with contained_exit():  # os._exit at import: a configuration error, not the command's exit
+            loaded = sys.modules.get(module_name)
+            if loaded is not None and _inside(getattr(loaded, "__file__", None), project.root):
+                # a long-lived process (a notebook, a test) loading the project again: fresh code
+                module = importlib.reload(loaded)
+            else:
+                if loaded is not None:  # another project's module of the same name
+                    del sys.modules[module_name]
+                module = importlib.import_module(module_name)
     except BaseException as e:  # user code: anything can happen on import, SystemExit included
         if isinstance(e, Interrupted):  # the operator's Ctrl-C, not the module's doing
             raise

@@ -7,6 +7,8 @@ a ``fault_recovery`` evaluator through the one evaluation path.
 
 from __future__ import annotations
 
+import contextlib
+
 from collections.abc import Iterable
 from typing import Any
 
@@ -19,6 +21,7 @@ from oloproof.evaluate.engine import SuiteEvaluation
 from oloproof.events import decode_many
 from oloproof.recorder.executors import Executor, SerialExecutor
 from oloproof.recorder.jobs import Job
+from oloproof.recorder.record import contained_exit
 from oloproof.replay.cache import ReplayCache
 from oloproof.replay.engine import PREFIX, REPLAY_JOB, ReplayArgs
 from oloproof.replay.faults import FAULT_KINDS
@@ -128,37 +131,39 @@ def replay_run(store: EventStore, project_dir: str, run_id: str, fault_spec: str
         job_id = 0
         views = (v for v in iter_case_views(store, run_id) if not wanted or v.case_id in wanted)
         exhausted = False
-        while True:
-            while not exhausted and executor.outstanding < executor.capacity:
-                view = next(views, None)
-                if view is None:
-                    exhausted = True
+        # replays that run in this process cannot end it: os._exit errors the replay instead
+        with contextlib.nullcontext() if executor.remote else contained_exit():
+            while True:
+                while not exhausted and executor.outstanding < executor.capacity:
+                    view = next(views, None)
+                    if view is None:
+                        exhausted = True
+                        break
+                    order.append(view.case_id)
+                    missing: list[Needed] = []
+                    found: dict[str, list[bytes]] = {}
+                    replays = cache.collect(view, [spec], missing=missing, found=found)
+                    if not missing:
+                        judge(view, replays)
+                        continue
+                    payloads = [e.payload for e in store.read_stream(f"{run_id}/{view.case_id}")]
+                    job_id += 1  # the job runs what is missing, given what is stored
+                    executor.submit(Job(job_id, REPLAY_JOB, ReplayArgs(f"{run_id}/{view.case_id}", payloads,
+                                                                       [(tool, kind)], found,
+                                                                       system.code_digest),
+                                        project.config.timeout, view, 2))
+                if executor.outstanding == 0 and exhausted:
                     break
-                order.append(view.case_id)
-                missing: list[Needed] = []
-                found: dict[str, list[bytes]] = {}
-                replays = cache.collect(view, [spec], missing=missing, found=found)
-                if not missing:
-                    judge(view, replays)
-                    continue
-                payloads = [e.payload for e in store.read_stream(f"{run_id}/{view.case_id}")]
-                job_id += 1  # the job runs what is missing, given what is stored
-                executor.submit(Job(job_id, REPLAY_JOB, ReplayArgs(f"{run_id}/{view.case_id}", payloads,
-                                                                   [(tool, kind)], found,
-                                                                   system.code_digest),
-                                    project.config.timeout, view, 2))
-            if executor.outstanding == 0 and exhausted:
-                break
-            for done in executor.poll(0.25):
-                if done.error is not None:
-                    raise RuntimeError(f"a replay job failed: {done.error}") from done.error
-                streams = done.result.streams
-                new = list({x.stream: x for x in streams if store.stream_length(x.stream) == 0}.values())
-                if new:
-                    store.commit([StreamAppend(x.stream, 0, x.payloads, x.types) for x in new])
-                executed += len(new)
-                extra = {x.stream[len(PREFIX):]: fold_replay(decode_many(x.payloads), x.stream) for x in streams}
-                judge(done.job.tag, cache.collect(done.job.tag, [spec], extra=extra))
+                for done in executor.poll(0.25):
+                    if done.error is not None:
+                        raise RuntimeError(f"a replay job failed: {done.error}") from done.error
+                    streams = done.result.streams
+                    new = list({x.stream: x for x in streams if store.stream_length(x.stream) == 0}.values())
+                    if new:
+                        store.commit([StreamAppend(x.stream, 0, x.payloads, x.types) for x in new])
+                    executed += len(new)
+                    extra = {x.stream[len(PREFIX):]: fold_replay(decode_many(x.payloads), x.stream) for x in streams}
+                    judge(done.job.tag, cache.collect(done.job.tag, [spec], extra=extra))
         stopped = False
     finally:
         executor.close(cancel=stopped)

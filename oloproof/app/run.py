@@ -51,7 +51,7 @@ from oloproof.events import (
 )
 from oloproof.recorder.executors import Executor, SerialExecutor
 from oloproof.recorder.jobs import Done, Job
-from oloproof.recorder.record import CASE_JOB, CaseArgs
+from oloproof.recorder.record import CASE_JOB, CaseArgs, contained_exit
 from oloproof.replay.cache import ReplayCache
 from oloproof.replay.engine import PREFIX, REPLAY_JOB, ReplayArgs
 from oloproof.replay.plan import Needed
@@ -164,7 +164,7 @@ class _Driver:
             run_id=run_id, system_name=s.name, system_version=s.version, records=list(s.factory.records),
             config=p.stored_config, config_digest=p.config_digest, cases_path=p.cases_label,
             suite_digest=info.digest, case_count=info.count, started_at=self.clock(), durability=durability,
-            code_digest=s.code_digest,
+            code_digest=s.code_digest, previous_seal=latest_seal(self.store),
         )
         self.store.commit([StreamAppend(run_id, 0, [encode(started)], [tag_of(started)])],
                           {"runs": [run_row(started, None)]})
@@ -388,7 +388,9 @@ def run_suite(project: Project, system: LoadedSystem, store: EventStore, info: S
                                  cluster_size=1 + driver.transforms if driver.transforms else None)
         if progress:
             progress(0, info.count)
-        driver.loop(resuming=resume is not None)
+        # cases that run in this process cannot end it: os._exit errors the case instead
+        with contextlib.nullcontext() if executor.remote else contained_exit():
+            driver.loop(resuming=resume is not None)
         stopped = False
     except (Interrupted, KeyboardInterrupt) as e:
         e.run_id = driver.run_id  # type: ignore[attr-defined]  # what to resume
@@ -409,6 +411,17 @@ def run_suite(project: Project, system: LoadedSystem, store: EventStore, info: S
     summary = driver.acc.summary(expected=info.count, complete=True, regressions=evidence)
     return RunOutcome(driver.run_id, system.name, system.version, summary, driver.errors,
                       resume is not None, executor.describe(), driver.messages, sealed.digest, notes)
+
+
+def latest_seal(store: EventStore) -> str:
+    """The seal digest of the latest sealed run of the log ("" for none)."""
+    from oloproof.app.runs import run_headers
+
+    for started in reversed(run_headers(store)):
+        sealed = load_run(store, started.run_id).sealed
+        if sealed is not None:
+            return sealed.digest
+    return ""
 
 
 def code_changed(store: EventStore, system: LoadedSystem) -> list[str]:

@@ -40,8 +40,16 @@ def verify(db: str | None, expect: tuple[str, ...]) -> None:
     """
     from rich.markup import escape
 
+    import re
+
     from oloproof.app.audit import audit_log, current_digest
     from oloproof.cli.common import console
+    from oloproof.errors import UsageError
+
+    for digest in expect:
+        if not re.fullmatch(r"(sha256|hmac-sha256):[0-9a-f]{64}", digest):
+            raise UsageError(f"--expect {digest[:80]!r}: not a log digest (sha256:… or hmac-sha256:… "
+                             "followed by 64 hex digits, as 'oloproof run' prints it)")
     from oloproof.report.terminal import plural
 
     out = console()

@@ -129,8 +129,11 @@ def handled(fn: Callable) -> Callable:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            return fn(*args, **kwargs)
+            result = fn(*args, **kwargs)
+            _flush_stdout()
+            return result
         except SystemExit:
+            _flush_stdout()  # what was printed must have reached its destination
             raise
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
             raise  # click's own: the group shows them (usage errors exit 2)
@@ -156,9 +159,66 @@ def handled(fn: Callable) -> Callable:
     return wrapper
 
 
+def _flush_stdout() -> None:
+    """Flush stdout now, so that a full disk (or a closed pipe) behind it is an error with
+    its exit code rather than a lost result and a 0."""
+    try:
+        sys.stdout.flush()
+    except OSError as e:
+        _silence_stdout()
+        click.echo(f"error: {os_error_message(e)} (writing to stdout)", err=True)
+        sys.exit(EXIT_INPUT)
+
+
+_TAKEN_KEY: list[str | None] = [None]
+
+
+def take_log_key() -> None:
+    """Take ``OLOPROOF_LOG_KEY`` out of ``os.environ`` for the command's duration (a system under
+    test imported later does not find it there; spawned workers do not inherit it)."""
+    key = os.environ.pop("OLOPROOF_LOG_KEY", None)
+    if key is not None:
+        _TAKEN_KEY[0] = key
+
+
+def restore_log_key() -> None:
+    if _TAKEN_KEY[0] is not None:
+        os.environ["OLOPROOF_LOG_KEY"] = _TAKEN_KEY[0]
+        _TAKEN_KEY[0] = None
+
+
+def stdout_to_stderr() -> Any:
+    """While a system under test runs under ``--json -``: whatever it prints (``print``,
+    ``os.write(1, …)``, its worker processes) goes to stderr, so stdout holds the JSON alone."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def redirect() -> Any:
+        try:
+            fd = sys.stdout.fileno()
+        except (AttributeError, ValueError, OSError):  # not a real file (click's CliRunner)
+            with contextlib.redirect_stdout(sys.stderr):
+                yield
+            return
+        sys.stdout.flush()
+        saved = os.dup(fd)
+        os.dup2(sys.stderr.fileno(), fd)
+        try:
+            yield
+        finally:
+            try:
+                sys.stdout.flush()
+            except OSError:
+                pass
+            os.dup2(saved, fd)
+            os.close(saved)
+
+    return redirect()
+
+
 def log_key() -> bytes | None:
     """``OLOPROOF_LOG_KEY``: the key of the log's HMAC chain (never stored in the log)."""
-    key = os.environ.get("OLOPROOF_LOG_KEY")
+    key = _TAKEN_KEY[0] if _TAKEN_KEY[0] is not None else os.environ.get("OLOPROOF_LOG_KEY")
     if key is None:
         return None
     if not key:
@@ -176,6 +236,8 @@ def open_log(db: str | None, *, must_exist: bool = True, durability: str = "full
         raise UsageError(f"no event log at {path}; run 'oloproof run' first or pass --db")
     if must_exist and not path.is_file():
         raise UsageError(f"--db {path}: is not a file")
+    if must_exist and path.stat().st_size == 0:
+        raise UsageError(f"{path}: an empty file, not an Oloproof log")
     store = SQLiteStore(path, durability=durability, create=not must_exist, readonly=not write, key=log_key())
     if not write:
         return store
@@ -254,8 +316,13 @@ def write_text(path: str, text: str) -> None:
 
     if path == "-":
         click.echo(text, nl=False)
+        sys.stdout.flush()  # a full disk behind stdout is an error, not a silent loss
         return
     target = Path(path)
+    if target.exists() and not target.is_file():  # a device or a pipe: written in place, never replaced
+        with open(target, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        return
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:

@@ -28,7 +28,7 @@ from oloproof.cli import (
     show,
     view,
 )
-from oloproof.cli.common import EXIT_INPUT, EXIT_INTERRUPTED
+from oloproof.cli.common import EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, restore_log_key, take_log_key
 
 
 class OloproofGroup(click.Group):
@@ -67,6 +67,8 @@ class OloproofGroup(click.Group):
 def cli(debug: bool) -> None:
     """Oloproof: check the world, not the transcript.
 
+    OLOPROOF_LOG_KEY, when set, keys the log's hash chain (see the README).
+
     Exit codes: 0 gate passed (or nothing to gate), 1 gate blocked, 2 bad input or usage,
     3 internal error, 130 interrupted.
 
@@ -74,6 +76,10 @@ def cli(debug: bool) -> None:
     Example:
       oloproof init --example support-agent demo && cd demo && oloproof run
     """
+    # the log's key is taken out of the environment before any project code is imported: a
+    # system under test (and the worker processes it runs in) does not find it there
+    take_log_key()
+    click.get_current_context().call_on_close(restore_log_key)
 
 
 for module in (init, run, runs, show, evaluate, gate, diff, replay, view, export, audit):
@@ -81,4 +87,23 @@ for module in (init, run, runs, show, evaluate, gate, diff, replay, view, export
 
 
 def main() -> None:  # console-script entry point
-    cli(prog_name="oloproof")
+    """Run the command, then end the process with ITS exit code: after flushing the output,
+    ``os._exit`` — so that an ``atexit`` hook or a thread left behind by a system under test
+    cannot change the code a CI job reads (a blocked gate stays 1)."""
+    import os
+
+    try:
+        cli(prog_name="oloproof")
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) and not isinstance(e.code, bool) else \
+            (0 if e.code is None else EXIT_INTERNAL)
+        if not isinstance(e.code, (int, type(None))):
+            print(e.code, file=sys.stderr)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            if stream is sys.stdout and code == 0:
+                code = EXIT_INPUT  # the output did not reach its destination
+    os._exit(code)

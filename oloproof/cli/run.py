@@ -1,12 +1,13 @@
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 from typing import Any, Callable
 
 import click
 
-from oloproof.cli.common import DB_HELP, check_output_path, console, handled, open_log
+from oloproof.cli.common import DB_HELP, check_output_path, console, handled, open_log, stdout_to_stderr
 
 
 def executor_options(fn: Callable) -> Callable:
@@ -57,37 +58,40 @@ def command(json_path: str | None, db: str | None, resume: str | None, durabilit
     from oloproof.report.results import ResultsFile, results_dict
     from rich.text import Text
 
-    from oloproof.report.terminal import exit_line, plural, summary_view
+    from oloproof.report.terminal import exit_line, plural, printable, summary_view
 
-    with interruptible():  # Ctrl-C stops the command, whatever it is doing (an import included)
-        pool = make_executor(concurrency=concurrency, workers=workers, executor=executor, scheduler=scheduler)
-        if json_path:
-            check_output_path(json_path)
-        project = load_project(project_dir)
-        info = project.prepare()  # every case, derived case and label checked before anything runs
-        system = load_system(project)
-        system.factory.check_slots(pool.slots_per_process)
-        out = console(stderr=json_path == "-")  # `--json -`: stdout holds the JSON alone
-        db_path = db or str(Path(project_dir) / ".oloproof" / "log.db")
-        store = open_log(db_path, must_exist=resume is not None, durability=durability, write=True)
-        if durability == "normal":
-            click.echo("durability normal: a power loss may lose the last committed cases", err=True)
-        results = ResultsFile(json_path, project.suite.criteria) if json_path else None
-        try:
-            with _progress(out, info.count) as progress:
-                outcome = run_suite(project, system, store, info, executor=pool, resume=resume,
-                                    durability=durability, progress=progress, keep_cases=False,
-                                    on_case=results.add if results else None)
-        except (Interrupted, KeyboardInterrupt) as e:
-            run_id = getattr(e, "run_id", "") or ""
-            if run_id:
-                click.echo(f"interrupted: committed cases are safe; finish with 'oloproof run --resume {run_id}'",
-                           err=True)
-            else:
-                click.echo("interrupted before the run started; nothing was recorded", err=True)
-            sys.exit(130)
-        finally:
-            store.close()
+    # `--json -`: stdout holds the JSON alone; what the system prints goes to stderr
+    quiet = stdout_to_stderr() if json_path == "-" else contextlib.nullcontext()
+    with quiet:
+        with interruptible():  # Ctrl-C stops the command, whatever it is doing (an import included)
+            pool = make_executor(concurrency=concurrency, workers=workers, executor=executor, scheduler=scheduler)
+            if json_path:
+                check_output_path(json_path)
+            project = load_project(project_dir)
+            info = project.prepare()  # every case, derived case and label checked before anything runs
+            system = load_system(project)
+            system.factory.check_slots(pool.slots_per_process)
+            out = console(stderr=json_path == "-")  # `--json -`: stdout holds the JSON alone
+            db_path = db or str(Path(project_dir) / ".oloproof" / "log.db")
+            store = open_log(db_path, must_exist=resume is not None, durability=durability, write=True)
+            if durability == "normal":
+                click.echo("durability normal: a power loss may lose the last committed cases", err=True)
+            results = ResultsFile(json_path, project.suite.criteria) if json_path else None
+            try:
+                with _progress(out, info.count) as progress:
+                    outcome = run_suite(project, system, store, info, executor=pool, resume=resume,
+                                        durability=durability, progress=progress, keep_cases=False,
+                                        on_case=results.add if results else None)
+            except (Interrupted, KeyboardInterrupt) as e:
+                run_id = getattr(e, "run_id", "") or ""
+                if run_id:
+                    click.echo(f"interrupted: committed cases are safe; finish with 'oloproof run --resume {run_id}'",
+                               err=True)
+                else:
+                    click.echo("interrupted before the run started; nothing was recorded", err=True)
+                sys.exit(130)
+            finally:
+                store.close()
     summary = outcome.summary
     for note in outcome.notes:
         click.echo(f"note: {note}", err=True)
@@ -95,7 +99,7 @@ def command(json_path: str | None, db: str | None, resume: str | None, durabilit
                            min_support=project.config.min_slice_support))
     if outcome.errors:
         for message in outcome.error_messages:
-            click.echo(f"error in {message}", err=True)
+            click.echo(f"error in {printable(message)}", err=True)
         click.echo(f"{plural(outcome.errors, 'case')} errored; missing for every criterion "
                    f"(see 'oloproof show {outcome.run_id} CASE')", err=True)
     out.print(Text(exit_line(summary.gate)))

@@ -139,7 +139,7 @@ class CaseFile:
             line = _FAST.decode(raw)
         except msgspec.DecodeError:
             line = None
-        if line is not None and case_id_problem(line.id) is None:
+        if line is not None and case_id_problem(line.id) is None and _duplicate_key(raw) is None:
             model: Any = line
         else:
             model = self._validate(number, raw)
@@ -162,6 +162,12 @@ class CaseFile:
             raise CaseFileError(f"{where}: malformed JSON ({e})") from e
         if not isinstance(data, dict):
             raise CaseFileError(f"{where}: a case must be a JSON object, got {type(data).__name__}")
+        duplicate = _duplicate_key(raw)
+        if duplicate is not None:
+            case_id = data.get("id")
+            label = f"case {quoted(case_id)}" if isinstance(case_id, str) else "case (no id)"
+            raise CaseFileError(f"{where}: {label}: duplicate key {quoted(duplicate)} (JSON keeps only the last "
+                                "one; write it once)")
         case_id = data.get("id")
         label = f"case {quoted(case_id)}" if isinstance(case_id, str) else "case (no id)"
         try:
@@ -246,3 +252,36 @@ def _text(token: bytes) -> str | None:
     except msgspec.DecodeError:
         return None
     return value if isinstance(value, str) else None
+
+
+_KEY = re.compile(rb'"((?:[^"\\]|\\.)*)"\s*:')
+
+
+class _Duplicate(Exception):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise _Duplicate(key)
+        seen[key] = value
+    return seen
+
+
+def _duplicate_key(raw: bytes) -> str | None:
+    """A key written twice in one JSON object of the line (msgspec, like most parsers, keeps
+    the last silently), or None. Parsed again only when some key text repeats in the line."""
+    keys = _KEY.findall(raw)
+    if len(keys) == len(set(keys)):
+        return None
+    import json
+
+    try:
+        json.loads(raw, object_pairs_hook=_no_duplicates)
+    except _Duplicate as e:
+        return str(e.args[0])
+    except (ValueError, RecursionError):
+        return None
+    return None

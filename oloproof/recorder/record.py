@@ -20,6 +20,7 @@ meet ``--resume`` again). The case is committed like any errored case.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import copy
 import inspect
@@ -27,7 +28,7 @@ import signal
 import sys
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import msgspec
 
@@ -50,6 +51,32 @@ from oloproof.system import _CURRENT, SystemSlot
 
 if TYPE_CHECKING:
     import asyncio
+
+
+class ProcessExit(BaseException):
+    """A system under test called ``os._exit`` in the process that records it: the call
+    raises this instead (a BaseException, like ``SystemExit``), and the case errors with it.
+    The process's exit code stays the run's."""
+
+
+@contextlib.contextmanager
+def contained_exit() -> Iterator[None]:
+    """While cases run in this process: ``os._exit`` (and ``posix._exit``) raise
+    :class:`ProcessExit` instead of ending the process. Worker processes keep their own
+    reference to the real function."""
+    import os
+    import posix
+
+    real = os._exit
+
+    def refuse(code: int) -> None:
+        raise ProcessExit(f"the system called os._exit({code!r}); a case cannot end the run's process")
+
+    os._exit = posix._exit = refuse  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        os._exit = posix._exit = real  # type: ignore[assignment]
 
 
 class CaseTimeout(BaseException):

@@ -36,7 +36,20 @@ CHUNK = 100
 
 
 def _js(call: str, *args: Any) -> str:
-    return f"OLOPROOF.{call}({', '.join(canonical_json(a).decode() for a in args)});\n"
+    return f"OLOPROOF.{call}({', '.join(_literal(a) for a in args)});\n"
+
+
+def _literal(value: Any) -> str:
+    """A value as JavaScript. JSON is a JS literal, except that in an object literal the key
+    ``__proto__`` sets the prototype instead of making a property: recorded data holding that
+    key would vanish from the report. Such data is shipped as ``JSON.parse("…")``, which keeps
+    every key as it was."""
+    import json
+
+    text = canonical_json(value).decode()
+    if "__proto__" in text:
+        return f"JSON.parse({json.dumps(text)})"
+    return text
 
 
 def _steps(view: CaseView) -> Any:

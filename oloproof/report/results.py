@@ -118,6 +118,10 @@ class ResultsFile:
             sys.stdout.flush()
             return
         target = Path(self.path)
+        if target.exists() and not target.is_file():  # a device or a pipe: written in place, never replaced
+            with open(target, "wb") as out:
+                self._emit(out, head, tail)
+            return
         fd, tmp = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent or ".")
         try:
             with os.fdopen(fd, "wb") as out:

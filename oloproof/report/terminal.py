@@ -13,6 +13,7 @@ below — so that no name is cut and no word is broken mid-letter at 80 columns.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+import re
 from typing import Any
 
 from rich import box
@@ -59,11 +60,25 @@ def _num(x: Any) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
+#: characters a terminal would act on rather than show: C0 and C1 controls (escape sequences,
+#: clear screen, hyperlinks) except newline and tab, and the bidirectional overrides that
+#: reorder what is shown
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(value: Any) -> str:
+    """Recorded text as it may reach a terminal: controls shown as escapes (``\\x1b``), never
+    obeyed, so a recorded value cannot clear the screen, fake a line or plant a link."""
+    text = "" if value is None else str(value)
+    return _CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}" if ord(m.group()) > 0xff
+                        else f"\\x{ord(m.group()):02x}", text)
+
+
 def _text(value: Any) -> Text:
-    """A cell as literal text (never parsed as markup)."""
+    """A cell as literal text (never parsed as markup, controls shown as escapes)."""
     if isinstance(value, Text):
         return value
-    return Text("" if value is None else str(value))
+    return Text(printable(value))
 
 
 def _width(text: Text) -> int:
@@ -279,7 +294,7 @@ def _short(value: Any, width: int = 70) -> str:
 
     if value is None:
         return ""
-    text = canonical_json(value).decode() if not isinstance(value, str) else value
+    text = printable(canonical_json(value).decode() if not isinstance(value, str) else value)
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
@@ -300,7 +315,7 @@ def paths_table(paths: Any) -> Grid:
 
 def case_panel(view: CaseView, verdicts: dict[str, tuple[str, str | None]], paths: Any = ()) -> Group:
     parts: list[Any] = []
-    head = Text(f"case {view.case_id}", style="bold")
+    head = Text(f"case {printable(view.case_id)}", style="bold")
     parts.append(head)
     parts.append(Text(f"input: {_short(view.input, 200)}"))
     if view.expected:
@@ -308,7 +323,7 @@ def case_panel(view: CaseView, verdicts: dict[str, tuple[str, str | None]], path
     if view.metadata:
         parts.append(Text(f"metadata: {_short(view.metadata, 200)}"))
     if view.error:
-        parts.append(Text(f"error: {view.error}", style="red"))
+        parts.append(Text(f"error: {printable(view.error)}", style="red"))
     else:
         parts.append(Text(f"output: {_short(view.output, 200)}"))
     vt = Grid(("criterion", "key"), ("verdict", "key"), ("reason", "text"))
@@ -330,7 +345,7 @@ def case_panel(view: CaseView, verdicts: dict[str, tuple[str, str | None]], path
 
         r = route(t)
         if r is not None:
-            parts.append(Text(f"route: {' > '.join(r)} · {plural(len(r) - 1, 'handoff')}"
+            parts.append(Text(f"route: {printable(' > '.join(r))} · {plural(len(r) - 1, 'handoff')}"
                               + (" so far (truncated)" if t.truncated else "")))
         st = Grid(("#", "key"), ("kind", "key"), ("agent", "key"), ("tool", "key"), ("arguments", "data"),
                   ("result", "data"))

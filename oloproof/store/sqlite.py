@@ -98,11 +98,10 @@ class SQLiteStore(EventStore):
             else:
                 self._conn = sqlite3.connect(str(self.path), isolation_level=None, timeout=60.0)
             self._conn.execute("PRAGMA busy_timeout = 60000")
+            self._check()  # before anything could change the file (a foreign one stays as it was)
             if not readonly:
                 mode = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                 self._conn.execute(f"PRAGMA synchronous = {DURABILITY[durability]}")
-            self._check()
-            if not readonly:
                 self._prepare()
         except sqlite3.DatabaseError as e:
             raise CorruptLogError(f"{self.path}: not a readable Oloproof log ({e})") from e
