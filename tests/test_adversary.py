@@ -714,3 +714,13 @@ def test_duplicate_keys_in_a_case_line_are_refused(cli, tmp_path):
                                    '"answer": "ok"}}\n')
     r = cli("run", cwd=p)
     assert r.exit_code == 2 and "duplicate key 'answer'" in r.output and "cases.jsonl:1" in r.output
+
+
+def test_gate_imports_none_of_the_projects_code(cli, support):
+    """The decision a hostile agent cannot patch: gate (and verify) read events only."""
+    p, data = support
+    (p / "app.py").write_text("raise SystemExit('the agent must not run during gate')\n")
+    (p / "tools.py").write_text("raise SystemExit('nor its tools')\n")
+    assert cli("audit", "verify", "--expect", data["log_digest"], cwd=p).exit_code == 0
+    r = cli("gate", data["run_id"], cwd=p)
+    assert r.exit_code == 1 and "observed_failures_exceed_limit" in r.output
