@@ -275,3 +275,57 @@ def test_a_baseline_rule_needs_one_limit(cli, project):
     r = cli("run", cwd=project)
     assert r.exit_code == 2 and "exactly one of max_regressions, max_p" in r.output
     assert not (project / ".oloproof" / "log.db").exists()
+
+
+def test_no_regression_statuses_from_the_evidence():
+    """The rule's decision table, on evidence built by hand."""
+    from oloproof.config.models import ReleaseConfig
+    from oloproof.evaluate.compare import Flips, RegressionEvidence
+    from oloproof.evaluate.gate import GateContext, judge_gate
+    from oloproof.stats.intervals import rate_interval
+
+    release = ReleaseConfig.model_validate({"rules": [
+        {"name": "n", "criterion": "c", "no_regression": {"baseline": "pin:x", "max_regressions": 1}},
+        {"name": "p", "criterion": "c", "no_regression": {"baseline": "pin:x", "max_p": 0.05}}]})
+    row = {"c": rate_interval(10, 10, 0)}
+
+    def statuses(evidence, incomplete=None):
+        gate = judge_gate(release, row, GateContext(regressions={"n": evidence, "p": evidence},
+                                                    incomplete=incomplete))
+        return [(r.status, r.reason) for r in gate.rules]
+
+    one = Flips(regressions=["a"])
+    assert statuses(RegressionEvidence("B", one)) == [("PASS", None), ("PASS", None)]
+    two = Flips(regressions=["a"], lost=["b"], to_missing=["b"])  # a lost case counts against
+    assert statuses(RegressionEvidence("B", two))[0] == ("FAIL", "regressions_exceed_limit")
+    many = Flips(regressions=[str(i) for i in range(8)])
+    assert statuses(RegressionEvidence("B", many))[1] == ("FAIL", "significant_regression")  # p = 0.0078
+    balanced = Flips(regressions=[str(i) for i in range(8)], fixes=[f"f{i}" for i in range(8)])
+    assert statuses(RegressionEvidence("B", balanced))[1] == ("PASS", None)
+    assert statuses(None) == [("INSUFFICIENT_EVIDENCE", "no_baseline")] * 2
+    assert statuses(RegressionEvidence("B", one, baseline_complete=False)) == \
+        [("INSUFFICIENT_EVIDENCE", "baseline_incomplete")] * 2
+    assert statuses(RegressionEvidence("B", Flips(), False, "digest mismatch")) == \
+        [("INSUFFICIENT_EVIDENCE", "baseline_fails_audit")] * 2
+    # the candidate itself unsealed: nothing passes, a FAIL stays a FAIL
+    assert statuses(RegressionEvidence("B", one), incomplete=(5, 10)) == \
+        [("INSUFFICIENT_EVIDENCE", "run_incomplete")] * 2
+    assert statuses(RegressionEvidence("B", two), incomplete=(5, 10))[0] == ("FAIL", "regressions_exceed_limit")
+
+
+def test_a_tampered_baseline_decides_nothing(cli, project):
+    add_rules(project, "{name: no-worse, criterion: answer_correct, no_regression: {baseline: version:v1, "
+                       "max_regressions: 0}}")
+    base = run(cli, project, "v1")
+    import sqlite3
+
+    conn = sqlite3.connect(project / ".oloproof" / "log.db")
+    conn.execute("DROP TRIGGER events_append_only_delete")
+    conn.execute("DELETE FROM events WHERE stream = ?", (f"{base['run_id']}/case_001",))
+    conn.commit()
+    conn.close()
+    set_version(project, "v2")
+    v2 = run(cli, project, "v2")  # the run itself completes and is sealed
+    rule = gate_rules(v2)["no-worse"]
+    assert rule["status"] == "INSUFFICIENT_EVIDENCE" and rule["reason"] == "baseline_fails_audit", rule
+    assert "case stream missing" in rule["detail"]

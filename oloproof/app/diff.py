@@ -122,7 +122,11 @@ def regression_evidence(store: EventStore, run: StoredRun, suite: SuiteEvaluatio
             out[rule.name] = None
             continue
         if base_id not in judged:
-            base_run, base_suite, summary = _judged(store, base_id)
+            try:
+                base_run, base_suite, summary = _judged(store, base_id)
+            except CorruptLogError as e:  # a baseline that fails its audit decides nothing
+                out[rule.name] = RegressionEvidence(base_id, Flips(), False, str(e))
+                continue
             judged[base_id] = (base_run, {c.case_id: c for c in summary.cases}, base_suite)
         base_run, base_cases, base_suite = judged[base_id]
         if rule.criterion not in base_suite.criteria:

@@ -103,3 +103,5 @@ class RegressionEvidence:
     baseline_run: str
     flips: Flips
     baseline_complete: bool = True
+    #: why the baseline cannot be read (it fails its audit): the rule cannot be decided
+    problem: str | None = None

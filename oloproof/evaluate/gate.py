@@ -142,6 +142,9 @@ def _no_regression(rule: Rule, context: GateContext, result: Any) -> RuleResult:
     evidence = context.regressions.get(rule.name)
     if evidence is None:
         return result("INSUFFICIENT_EVIDENCE", "no_baseline", f"no run of the log matches baseline {nr.baseline}")
+    if evidence.problem is not None:
+        return result("INSUFFICIENT_EVIDENCE", "baseline_fails_audit",
+                      f"baseline {evidence.baseline_run}: {evidence.problem}")
     f = evidence.flips
     against = len(f.regressions) + len(f.lost)
     said = f"{against} {'regression' if against == 1 else 'regressions'}"
