@@ -103,6 +103,10 @@ class CaseStarted(Event, frozen=True, tag="case_started.v1"):
     expected: Any = None
     metadata: dict[str, Any] = {}
     cluster: str | None = None
+    #: the case's declared fault, ``{"tool", "kind", "call"}``: applied by the @tool wrapper
+    fault: dict[str, Any] | None = None
+    #: which trial of the case this is (1…k, under ``trials: k``); None for a single trial
+    trial: int | None = None
 
 
 class StepRecorded(Event, frozen=True, tag="step.v1"):
@@ -142,6 +146,24 @@ class TrajectoryRecorded(Event, frozen=True, tag="trajectory.v1"):
     truncated: bool = False
     step_limit: int | None = None
     steps: int = 0
+
+
+class EffectRecorded(Event, frozen=True, tag="effect.v1"):
+    """One attempt at an external effect (``effect_ledger/v1``), recorded by the sandbox."""
+
+    operation: str
+    idempotency_key: str
+    applied: bool
+    step_index: int = 0  # the steps recorded before it
+
+
+class EvidenceRecorded(Event, frozen=True, tag="evidence.v1"):
+    """One piece of release evidence (``release_evidence/v1``): ``kind`` is access, wait,
+    continuity, deadline or deliverable; ``data`` its validated fields."""
+
+    kind: str
+    data: dict[str, Any]
+    step_index: int = 0
 
 
 class EnvironmentStateRecorded(Event, frozen=True, tag="environment_state.v1"):
@@ -191,6 +213,8 @@ AnyEvent = Union[
     ConstraintRecorded,
     CheckpointRecorded,
     TrajectoryRecorded,
+    EffectRecorded,
+    EvidenceRecorded,
     EnvironmentStateRecorded,
     CaseFinished,
     ReplayStarted,
