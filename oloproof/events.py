@@ -26,10 +26,14 @@ def canonical_json(value: Any) -> bytes:
     return _ENCODER.encode(value)
 
 
-def case_fingerprint(input: Any, initial_state: Any, expected: Any) -> str:
-    """SHA-256 of the canonical JSON of input, initial_state and expected (SPEC §3)."""
-    payload = _ENCODER.encode({"expected": expected, "initial_state": initial_state, "input": input})
-    return hashlib.sha256(payload).hexdigest()
+def case_fingerprint(input: Any, initial_state: Any, expected: Any, fault: Any = None) -> str:
+    """SHA-256 of the canonical JSON of input, initial_state and expected (SPEC §3) — and of
+    the case's declared ``fault`` when it has one (the fault is part of the case's question);
+    a case without a fault keeps the fingerprint it always had."""
+    fields = {"expected": expected, "initial_state": initial_state, "input": input}
+    if fault is not None:
+        fields["fault"] = fault
+    return hashlib.sha256(_ENCODER.encode(fields)).hexdigest()
 
 
 class Event(msgspec.Struct, frozen=True, tag_field="type", omit_defaults=True):
@@ -124,6 +128,9 @@ class StepRecorded(Event, frozen=True, tag="step.v1"):
     #: task tree (the ticks of the tasks it ran in, then its own); steps are ordered by it,
     #: and the replay tape answers concurrent calls by it (see oloproof.recorder.case)
     branch: list[int] | None = None
+    #: on a ``tool_result``: the kind of the case's declared fault that made this result
+    #: (the caller got the fault's shape, not the tool's answer; see oloproof.system)
+    fault: str | None = None
 
 
 class ConstraintRecorded(Event, frozen=True, tag="constraint.v1"):

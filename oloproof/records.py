@@ -40,7 +40,12 @@ TERMINAL_STATUSES = frozenset({"success", "failure", "unknown"})
 
 AGENT_TRAJECTORY_V1 = "agent_trajectory/v1"
 ENVIRONMENT_STATE_V1 = "environment_state/v1"
-KNOWN_RECORDS = (AGENT_TRAJECTORY_V1, ENVIRONMENT_STATE_V1)
+#: every attempt at an external effect, with its idempotency key (``current_case().effect``)
+EFFECT_LEDGER_V1 = "effect_ledger/v1"
+#: tool access, waits, continuity, deadlines and deliverables (``current_case().access`` …)
+RELEASE_EVIDENCE_V1 = "release_evidence/v1"
+KNOWN_RECORDS = (AGENT_TRAJECTORY_V1, ENVIRONMENT_STATE_V1, EFFECT_LEDGER_V1, RELEASE_EVIDENCE_V1)
+EVIDENCE_KINDS = ("access", "wait", "continuity", "deadline", "deliverable")
 
 
 class _StepHead(msgspec.Struct, frozen=True):
@@ -397,3 +402,68 @@ def _path_text(path: list[Any]) -> str:
     if len(path) > _PATH_SHOWN:
         out.append("…")
     return "".join(out)
+
+
+def _instant(value: Any, what: str) -> str:
+    """An ISO-8601 instant (with a time zone), from the clock the harness passes in."""
+    from datetime import datetime
+
+    if not isinstance(value, str):
+        raise ValueError(f"{what}: expected an ISO-8601 instant as text, got {type(value).__name__}")
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"{what}: {quoted(value)} is not an ISO-8601 instant") from None
+    if moment.tzinfo is None:
+        raise ValueError(f"{what}: {quoted(value)} has no time zone (write e.g. 2026-01-01T10:00:00Z)")
+    return value
+
+
+def _name(value: Any, what: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{what}: expected a non-empty name, got {quoted(value)}")
+    return value
+
+
+def _flag(value: Any, what: str) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{what}: expected true or false, got {quoted(value)}")
+    return value
+
+
+def _optional_text(value: Any, what: str) -> str | None:
+    if value is None or (isinstance(value, str) and value.strip()):
+        return value
+    if isinstance(value, str):
+        return None  # an empty owner is no owner
+    raise ValueError(f"{what}: expected text or None, got {quoted(value)}")
+
+
+def validate_effect(operation: Any, idempotency_key: Any, applied: Any) -> tuple[str, str, bool]:
+    """``effect_ledger/v1``: one attempt at an external effect."""
+    return (_name(operation, "effect.operation"), _name(idempotency_key, "effect.idempotency_key"),
+            _flag(applied, "effect.applied"))
+
+
+def validate_evidence(kind: str, **fields: Any) -> dict[str, Any]:
+    """``release_evidence/v1``: one piece of evidence of ``kind``, its fields checked."""
+    if kind == "access":
+        return {"tool": _name(fields["tool"], "access.tool"), "allowed": _flag(fields["allowed"], "access.allowed"),
+                "required_scope": _optional_text(fields.get("required_scope"), "access.required_scope")}
+    if kind == "wait":
+        deadline = fields.get("deadline")
+        return {"owner": _optional_text(fields.get("owner"), "wait.owner"),
+                "deadline": None if deadline in (None, "") else _instant(deadline, "wait.deadline"),
+                "resume_token": _optional_text(fields.get("resume_token"), "wait.resume_token")}
+    if kind == "continuity":
+        return {"expected": fields["expected"], "observed": fields["observed"]}
+    if kind == "deadline":
+        finished = fields.get("finished_at")
+        return {"at": _instant(fields["at"], "deadline.at"),
+                "finished_at": None if finished is None else _instant(finished, "deadline.finished_at")}
+    if kind == "deliverable":
+        ok = fields.get("contract_ok")
+        return {"name": _name(fields["name"], "deliverable.name"),
+                "exists": _flag(fields["exists"], "deliverable.exists"),
+                "contract_ok": None if ok is None else _flag(ok, "deliverable.contract_ok")}
+    raise ValueError(f"unknown evidence kind {kind!r}")

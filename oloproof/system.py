@@ -73,6 +73,40 @@ def system_info(obj: Any) -> SystemInfo | None:
     return info if isinstance(info, SystemInfo) else None
 
 
+# ---- faults a case declares (SPEC §7.1, §13a) ---------------------------------------------
+# A case line may carry ``"fault": {"tool": T, "kind": K, "call": N}``: the recorder behind
+# ``@tool`` applies it to the N-th call of T in that case (oloproof.recorder.case). The same
+# shapes are what ``oloproof replay --fault TOOL:KIND`` substitutes (oloproof.replay.faults).
+
+#: the kinds whose result is substituted without running the tool's effect: fixed shapes
+FIXED_FAULT_KINDS = ("error", "timeout", "malformed")
+#: every kind a case (or ``oloproof replay --fault``) may declare
+ALL_FAULT_KINDS = FIXED_FAULT_KINDS + ("timeout_after_effect", "denied")
+#: the kinds under which the tool does run (its effect lands), then the caller gets the fault
+RUNS_THE_TOOL = ("timeout_after_effect",)
+MALFORMED = '{"status": "ok", "resu'
+
+
+def fault_result(kind: str, tool: str, scope: str | None = None) -> Any:
+    """What the caller of a faulted ``tool`` gets: a fresh value on every call.
+
+    ``timeout_after_effect`` gets the ``timeout`` shape (the tool ran first); ``denied`` the
+    production-shaped permission denial, whose ``required_scope`` is ``scope`` (default: the
+    tool's name)."""
+    if kind == "error":
+        return {"error": {"type": "ToolError", "message": f"{tool} failed"}}
+    if kind in ("timeout", "timeout_after_effect"):
+        return {"error": {"type": "TimeoutError", "message": f"{tool} timed out"}}
+    if kind == "malformed":
+        return MALFORMED
+    if kind == "denied":
+        required = tool if scope is None else scope
+        return {"error": {"type": "PermissionDenied",
+                          "message": f"{tool}: permission denied (requires scope {required})",
+                          "required_scope": required}}
+    raise ValueError(f"unknown fault kind {kind!r} (one of {', '.join(ALL_FAULT_KINDS)})")
+
+
 def tool(fn: Callable | None = None, *, name: str | None = None, kind: str = "tool") -> Any:
     """Record every call of a tool function (or method), sync or ``async def``, inside a case.
 

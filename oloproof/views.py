@@ -20,8 +20,10 @@ from oloproof.events import (
     CaseStarted,
     CheckpointRecorded,
     ConstraintRecorded,
+    EffectRecorded,
     EnvironmentStateRecorded,
     Event,
+    EvidenceRecorded,
     ReplayFinished,
     ReplayStarted,
     StepRecorded,
@@ -103,6 +105,10 @@ class CaseView(msgspec.Struct, frozen=True):
     replays: Replays = NO_REPLAYS
     #: for a derived case ``<source>~<transform>``: the source case (evidence)
     pair_source: "CaseView | None" = None
+    #: ``effect_ledger/v1``: every attempt at an external effect, in order
+    effects: tuple[EffectRecorded, ...] = ()
+    #: ``release_evidence/v1``: access, wait, continuity, deadline, deliverable, in order
+    evidence: tuple[EvidenceRecorded, ...] = ()
 
     @property
     def cluster(self) -> str:
@@ -114,6 +120,16 @@ class CaseView(msgspec.Struct, frozen=True):
     @property
     def is_derived(self) -> bool:
         return self.cluster != self.case_id
+
+    @property
+    def fault_fired(self) -> bool | None:
+        """Whether the case's declared fault was applied (its call happened: a result step
+        carries the fault's kind); None when the case declares no fault. A fault whose call
+        never came is no error of the run — it is False here."""
+        if self.started is None or self.started.fault is None:
+            return None
+        t = self.trajectory
+        return t is not None and any(s.fault is not None for s in t.steps)
 
     def with_evidence(self, *, replays: Replays, pair_source: "CaseView | None") -> "CaseView":
         """This case as evaluators judge it: a new view carrying its replays and pair source."""
@@ -154,12 +170,23 @@ def fold_case(events: Sequence[Event], stream: str = "?") -> CaseView:
         raise CorruptLogError(f"stream {stream!r}: a case stream must begin with case_started")
     start: CaseStarted = events[0]  # type: ignore[assignment]
     fields: dict[str, Any] = {}
+    effects: list[EffectRecorded] = []
+    evidence: list[EvidenceRecorded] = []
     for ev in fold_records(events[1:], fields):
-        if type(ev) is CaseFinished:
+        t = type(ev)
+        if t is CaseFinished:
             fields["output"] = ev.output  # type: ignore[attr-defined]
             fields["error"] = ev.error  # type: ignore[attr-defined]
             fields["error_kind"] = ev.error_kind  # type: ignore[attr-defined]
             fields["finished"] = True
+        elif t is EffectRecorded:
+            effects.append(ev)  # type: ignore[arg-type]
+        elif t is EvidenceRecorded:
+            evidence.append(ev)  # type: ignore[arg-type]
+    if effects:
+        fields["effects"] = tuple(effects)
+    if evidence:
+        fields["evidence"] = tuple(evidence)
     return CaseView(
         case_id=start.case_id,
         position=start.position,

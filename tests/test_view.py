@@ -136,7 +136,7 @@ def test_report_filters_and_opens_a_case_panel(cli, tmp_path, served, driver):
     assert any(r.startswith("state_matches 93.2% [81.3%, 98.6%]") for r in rows), rows
     assert driver.find_element(By.ID, "decision").text == "FAIL"
     gate = [r.text for r in driver.find_elements(By.CSS_SELECTOR, "#gate tbody tr")]
-    assert "injection same_state_under_injected FAIL lower_bound_below_threshold" in gate
+    assert "injection same_state_under_injected FAIL lower_bound_below_threshold lower bound 65 % < 95 %" in gate
     # filter to the cases failing state_matches
     Select(driver.find_element(By.ID, "criterion")).select_by_value("state_matches")
     wait(driver, "#criterion")

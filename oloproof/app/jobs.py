@@ -50,11 +50,12 @@ class JudgedCase(msgspec.Struct, frozen=True):
     paths: list[PathCheck] = []
     cluster: str | None = None
     fingerprint: str = ""
+    claimed: bool = False
 
     def case_result(self, position: int) -> CaseResult:
         return CaseResult(self.record.case_id, position, tuple(self.verdicts),
                           tuple(tuple(v) if isinstance(v, list) else v for v in self.values),
-                          tuple(self.groups), tuple(self.paths), self.cluster, self.fingerprint)
+                          tuple(self.groups), tuple(self.paths), self.cluster, self.fingerprint, self.claimed)
 
 
 _SUITES: dict[str, SuiteEvaluation] = {}
@@ -80,7 +81,7 @@ def _judged(slot: SystemSlot, args: JudgeArgs, record: CaseRecord) -> JudgedCase
     evaluations = rows["evaluations"]
     return JudgedCase(record, list(rows["cases"][0]), evaluations[0][4] if evaluations else None,
                       list(result.verdicts), list(result.values), list(result.groups), list(result.paths),
-                      result.cluster, result.fingerprint)
+                      result.cluster, result.fingerprint, result.claimed)
 
 
 def judge_case(slot: SystemSlot, args: JudgeArgs, timeout: float | None) -> JudgedCase:

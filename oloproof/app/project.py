@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from oloproof.config.cases import CaseFile, SuiteInfo
+from oloproof.config.cases import CaseFile, SuiteInfo, check_fault_tools
 from oloproof.config.locate import Locator
 from oloproof.config.metamorphic import Suite, load_labels
 from oloproof.config.models import (
@@ -24,7 +24,7 @@ from oloproof.config.models import (
     load_release_config,
     validate_yaml,
 )
-from oloproof.errors import ConfigError, Interrupted
+from oloproof.errors import ConfigError, Interrupted, UsageError
 from oloproof.evaluate.engine import SuiteEvaluation, build_suite
 from oloproof.events import canonical_json
 from oloproof.system import SystemFactory, SystemSlot, system_info
@@ -58,6 +58,20 @@ class Project:
         """The source cases and the cases metamorphic transforms derive from them."""
         return Suite(self.cases, self.config.metamorphic)
 
+    @property
+    def trials(self) -> int:
+        return self.config.trials
+
+    def set_trials(self, trials: int) -> None:
+        """Run every case ``trials`` times (``--trials``, or a resumed run's own): the run
+        stores it with its configuration, so ``eval`` and ``gate`` see it."""
+        from oloproof.config.models import MAX_TRIALS
+
+        if type(trials) is not int or not 1 <= trials <= MAX_TRIALS:
+            raise UsageError(f"--trials {trials!r}: must be a whole number between 1 and {MAX_TRIALS}")
+        self.config = self.config.model_copy(update={"trials": trials})
+        self.stored_config["oloproof"] = _dump(self.config)
+
     def prepare(self) -> SuiteInfo:
         """Validate every case, derived case and validity label before anything runs."""
         info = self.suite_cases.validate()
@@ -83,8 +97,22 @@ def load_project(root: Path | str = ".", config_file: str = CONFIG_FILE) -> Proj
         release, release_locator = load_release_config(release_path)
         raw_release = release.model_dump(exclude_none=True)
     suite = build_suite(config, locator, release, release_locator)
-    stored = {"oloproof": config.model_dump(mode="json", exclude_none=True), "release": raw_release}
+    stored = {"oloproof": _dump(config), "release": raw_release}
     return Project(root, config, locator, release, stored, suite)
+
+
+def _dump(config: ProjectConfig) -> dict[str, Any]:
+    """The configuration a run stores. ``trials`` only when above 1: a single-trial run stores
+    exactly what it stored before trials existed (same events, same config digest)."""
+    out = config.model_dump(mode="json", exclude_none=True)
+    if out.get("trials") == 1:
+        del out["trials"]
+    return out
+
+
+def stored_trials(stored: dict[str, Any]) -> int:
+    """The trials per case of a run, from the configuration it stored (1 when absent)."""
+    return int((stored.get("oloproof") or {}).get("trials", 1))
 
 
 def suite_from_stored(stored: dict[str, Any], label: str = "<stored run config>") -> SuiteEvaluation:
@@ -234,8 +262,9 @@ def code_digest(root: Path, target: Any) -> str:
 
 
 def declared_tools(factory: SystemFactory) -> set[str]:
-    """Names of the ``@tool``-decorated functions a system declares: methods of its class, or
-    functions of the module it lives in."""
+    """Names of the ``@tool``-decorated functions a system declares: methods of its class,
+    functions of the module it lives in and of the project's own modules loaded with it, and
+    methods of the classes those modules hold (an adapter class beside the agent)."""
     import inspect
 
     names: set[str] = set()
@@ -245,12 +274,28 @@ def declared_tools(factory: SystemFactory) -> set[str]:
         places.append(target)
     elif not inspect.isroutine(target):
         places.append(type(target))
-    module = sys.modules.get(getattr(target, "__module__", "") or "")
-    if module is not None:
+    modules = [sys.modules.get(getattr(target, "__module__", "") or "")]
+    if factory.root:
+        root = Path(factory.root).resolve()
+        modules.extend(m for m in list(sys.modules.values())
+                       if _inside(getattr(m, "__file__", None), root))
+    seen: set[int] = set()
+    for module in modules:
+        if module is None or id(module) in seen:
+            continue
+        seen.add(id(module))
         places.append(module)
+        places.extend(v for _, v in inspect.getmembers(module, inspect.isclass))
     for place in places:
         for _, value in inspect.getmembers(place):
             info = getattr(value, "__oloproof_tool__", None)
             if isinstance(info, dict):
                 names.add(info["name"])
     return names
+
+
+def check_case_faults(info: SuiteInfo, system: LoadedSystem) -> None:
+    """A case's fault names a tool the system declares (when it declares any): a located
+    case-file error with a did-you-mean otherwise (exit 2), before anything runs."""
+    if info.fault_tools:
+        check_fault_tools(info, declared_tools(system.factory))

@@ -24,7 +24,7 @@ from oloproof.recorder.jobs import Job
 from oloproof.recorder.record import contained_exit
 from oloproof.replay.cache import ReplayCache
 from oloproof.replay.engine import PREFIX, REPLAY_JOB, ReplayArgs
-from oloproof.replay.faults import FAULT_KINDS
+from oloproof.replay.faults import ALL_FAULT_KINDS
 from oloproof.replay.fidelity import after_fault, compare
 from oloproof.replay.plan import FaultSpec, Needed, Plan, plan_fault
 from oloproof.store.base import EventStore, StreamAppend
@@ -35,9 +35,9 @@ def parse_fault(spec: str) -> tuple[str, str]:
     tool, sep, kind = spec.rpartition(":")
     if not sep or not tool or not kind:
         raise UsageError(f"--fault {spec!r}: expected TOOL:KIND, e.g. issue_refund:error")
-    if kind not in FAULT_KINDS:
-        raise UsageError(f"--fault {spec!r}: unknown kind {kind!r}{did_you_mean(kind, FAULT_KINDS)} "
-                         f"(one of {', '.join(FAULT_KINDS)})")
+    if kind not in ALL_FAULT_KINDS:
+        raise UsageError(f"--fault {spec!r}: unknown kind {kind!r}{did_you_mean(kind, ALL_FAULT_KINDS)} "
+                         f"(one of {', '.join(ALL_FAULT_KINDS)})")
     return tool, kind
 
 

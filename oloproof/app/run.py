@@ -32,7 +32,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Iterator
 
 from oloproof.app.jobs import JUDGE_JOB, JudgeArgs
-from oloproof.app.project import LoadedSystem, Project
+from oloproof.app.project import LoadedSystem, Project, check_case_faults
 from oloproof.app.projections import case_rows, evaluation_key, run_row
 from oloproof.app.runs import load_run
 from oloproof.config.cases import SuiteCase, SuiteInfo
@@ -365,6 +365,7 @@ def run_suite(project: Project, system: LoadedSystem, store: EventStore, info: S
     order cases finish)."""
     executor = executor or SerialExecutor()
     system.factory.check_slots(executor.slots_per_process)
+    check_case_faults(info, system)  # a fault on a tool the system does not have: exit 2
     driver = _Driver(project, system, store, executor, keep_cases=keep_cases, progress=progress,
                      on_case=on_case, clock=clock)
     # what start-up built (modules, config, the system) lives as long as the run: keep the

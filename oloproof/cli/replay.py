@@ -19,7 +19,8 @@ from oloproof.cli.run import executor_options
 
 @click.command("replay")
 @click.option("--fault", "fault_specs", required=True, multiple=True, metavar="TOOL:KIND",
-              help="The call to fault and how: KIND is error, timeout or malformed (one fault a replay).")
+              help="The call to fault and how: KIND is error, timeout, malformed, timeout_after_effect or "
+                   "denied (one fault a replay).")
 @click.option("--case", "case_ids", multiple=True, metavar="ID", help="Only these cases (repeatable).")
 @click.option("--run", "run", default="latest", show_default=True, help="The stored run to replay.")
 @click.option("--escalate", "escalate", multiple=True, metavar="TOOL",

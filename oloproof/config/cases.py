@@ -4,6 +4,12 @@ Every problem is reported as ``file:line: case 'id': field 'x': message`` and ra
 :class:`~oloproof.errors.CaseFileError` (exit code 2). Reading is streaming: validation keeps
 only ids and fingerprints, so a 50,000-case suite does not sit in memory.
 
+A case may declare one fault (SPEC §13a): ``"fault": {"tool": T, "kind": K, "call": N}``
+(``call`` counts from 1, default 1; ``scope``, only with ``kind: denied``, is the denial's
+``required_scope``). It is validated here (one object, a known kind, a whole ``call`` ≥ 1),
+stored normalised (``call`` filled in) and folded into the case's fingerprint; whether the
+system has a tool of that name is checked once the system is loaded (:func:`check_fault_tools`).
+
 Limits (:mod:`oloproof.config.limits`, docs/input-limits.md): a line nests at most
 ``MAX_NESTING`` (64) levels (its object is level 1) — checked on the bytes before decoding;
 a case id has at most ``MAX_ID_LENGTH`` (200) characters and no control character, line
@@ -43,6 +49,7 @@ class CaseModel(BaseModel):
     initial_state: dict[str, Any] | None = None
     expected: dict[str, Any] = {}
     metadata: dict[str, Any] = {}
+    fault: Any = None  # checked by _check_fault, for a located message
 
     @field_validator("id")
     @classmethod
@@ -62,6 +69,7 @@ class _CaseLine(msgspec.Struct, forbid_unknown_fields=True):
     initial_state: dict[str, Any] | None = None
     expected: dict[str, Any] = {}
     metadata: dict[str, Any] = {}
+    fault: Any = None
 
 
 _FAST = msgspec.json.Decoder(_CaseLine)
@@ -78,6 +86,8 @@ class SuiteCase(msgspec.Struct, frozen=True):
     line: int
     fingerprint: str
     cluster: str | None = None  # a derived case's source id
+    #: the case's declared fault, normalised: ``{"tool", "kind", "call"}`` (+ ``"scope"``)
+    fault: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -86,6 +96,71 @@ class SuiteInfo:
     digest: str
     ids: frozenset[str] = frozenset()
     sources: int = 0
+    #: each tool named by a case's fault, once: (tool, "file:line", case id) where first named
+    fault_tools: tuple[tuple[str, str, str], ...] = ()
+
+
+#: the kinds a case's fault may declare — :data:`oloproof.system.ALL_FAULT_KINDS` (config sits
+#: beside system in the layers and may not import it; a test keeps the two equal)
+CASE_FAULT_KINDS = ("error", "timeout", "malformed", "timeout_after_effect", "denied")
+FAULT_FIELDS = ("tool", "kind", "call", "scope")
+
+
+def _check_fault(case: Any, where: str) -> dict[str, Any] | None:
+    """The case's fault, validated and normalised (``call`` filled in), or None."""
+    fault = case.fault
+    if fault is None:
+        return None
+    label = f"{where}: case {quoted(case.id)}"
+    if isinstance(fault, list):
+        raise CaseFileError(
+            f"{label}: field 'fault': one primary fault per trial: give one object "
+            f'{{"tool", "kind", "call"}}, got a list of {len(fault)}')
+    if not isinstance(fault, dict):
+        raise CaseFileError(f'{label}: field \'fault\': must be an object {{"tool", "kind", "call"}}, '
+                            f"got {quoted(fault)}")
+    for key in fault:
+        if key not in FAULT_FIELDS:
+            raise CaseFileError(f"{label}: field {quoted('fault.' + str(key))}: unknown field"
+                                f"{did_you_mean(key, FAULT_FIELDS)} (a fault has {', '.join(FAULT_FIELDS)})")
+    tool = fault.get("tool")
+    if not isinstance(tool, str) or not tool:
+        shown = "it is missing" if "tool" not in fault else f"got {quoted(tool)}"
+        raise CaseFileError(f"{label}: field 'fault.tool': must name the tool to fault, {shown}")
+    kind = fault.get("kind")
+    if kind not in CASE_FAULT_KINDS:
+        shown = "it is missing" if "kind" not in fault else \
+            f"unknown kind {quoted(kind)}{did_you_mean(kind, CASE_FAULT_KINDS) if isinstance(kind, str) else ''}"
+        raise CaseFileError(f"{label}: field 'fault.kind': {shown} (one of {', '.join(CASE_FAULT_KINDS)})")
+    call = fault.get("call", 1)
+    if type(call) is not int or call < 1:  # a bool is no count
+        shown = f"{str(call).lower()} (a boolean)" if isinstance(call, bool) else quoted(call)
+        raise CaseFileError(f"{label}: field 'fault.call': must be a whole number >= 1 (calls of the tool "
+                            f"count from 1), got {shown}")
+    out: dict[str, Any] = {"tool": tool, "kind": kind, "call": call}
+    if "scope" in fault:
+        scope = fault["scope"]
+        if kind != "denied":
+            raise CaseFileError(f"{label}: field 'fault.scope': only a 'denied' fault has a required "
+                                f"scope; this one is {quoted(kind)}")
+        if not isinstance(scope, str) or not scope:
+            raise CaseFileError(f"{label}: field 'fault.scope': must be the scope the denial requires "
+                                f"(a non-empty string), got {quoted(scope)}")
+        out["scope"] = scope
+    return out
+
+
+def check_fault_tools(info: SuiteInfo, tools: Any) -> None:
+    """Every tool a case's fault names is one the system declares (when it declares any): a
+    located :class:`CaseFileError` with a did-you-mean otherwise."""
+    known = set(tools)
+    if not known:
+        return
+    for tool, where, case_id in info.fault_tools:
+        if tool not in known:
+            raise CaseFileError(
+                f"{where}: case {quoted(case_id)}: field 'fault.tool': the system has no tool "
+                f"{quoted(tool)}{did_you_mean(tool, known)} (its tools: {', '.join(sorted(known))})")
 
 
 def _check_expected(case: Any, where: str) -> None:
@@ -144,6 +219,7 @@ class CaseFile:
         else:
             model = self._validate(number, raw)
         _check_expected(model, f"{self.label}:{number}")
+        fault = _check_fault(model, f"{self.label}:{number}")
         return SuiteCase(
             id=model.id,
             input=model.input,
@@ -151,7 +227,8 @@ class CaseFile:
             expected=model.expected,
             metadata=model.metadata,
             line=number,
-            fingerprint=case_fingerprint(model.input, model.initial_state, model.expected),
+            fingerprint=case_fingerprint(model.input, model.initial_state, model.expected, fault),
+            fault=fault,
         )
 
     def _validate(self, number: int, raw: bytes) -> CaseModel:
@@ -190,9 +267,13 @@ class CaseFile:
         """Check every line; raise :class:`CaseFileError` on the first problem. The ids are
         returned only with ``keep_ids`` (validity labels need them; a plain run does not)."""
         seen: dict[str, int] = {}
+        fault_tools: dict[str, tuple[str, str, str]] = {}
         digest = hashlib.sha256()
         for number, raw in self._lines():
             case = self._parse(number, raw)
+            if case.fault is not None and case.fault["tool"] not in fault_tools:
+                tool = case.fault["tool"]
+                fault_tools[tool] = (tool, f"{self.label}:{number}", case.id)
             if case.id in seen:
                 raise CaseFileError(
                     f"{self.label}:{number}: case {quoted(case.id)}: field 'id': duplicate id "
@@ -203,7 +284,8 @@ class CaseFile:
         if not seen:
             raise CaseFileError(f"{self.label}: no cases")
         return SuiteInfo(count=len(seen), digest=digest.hexdigest(),
-                         ids=frozenset(seen) if keep_ids else frozenset(), sources=len(seen))
+                         ids=frozenset(seen) if keep_ids else frozenset(), sources=len(seen),
+                         fault_tools=tuple(fault_tools.values()))
 
     def __iter__(self) -> Iterator[SuiteCase]:
         for number, raw in self._lines():

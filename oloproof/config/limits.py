@@ -62,6 +62,8 @@ __all__ = [
     "case_id_problem",
     "json_nests_deeper",
     "quoted",
+    "split_trial",
+    "trial_case_id",
 ]
 
 MAX_NESTING = 64
@@ -100,4 +102,26 @@ def case_id_problem(case_id: str) -> str | None:
     if case_id != case_id.strip():
         return "must not start or end with white space"
     return None
+
+
+def trial_case_id(case_id: str, trial: int | None) -> str:
+    """The id (and stream ``<run_id>/<id>``) of trial ``trial`` of a case under ``trials: k``:
+    ``c/2`` — a case id never holds ``/``, so no case can be named like a trial. For a derived
+    case the trial follows its source part, ``c/2~upper``, so that ``<source>~<transform>``
+    still holds (its source is ``c/2``, the same trial of ``c``). ``None``: the case's own id
+    (a single trial)."""
+    if trial is None:
+        return case_id
+    source, sep, transform = case_id.partition("~")
+    return f"{source}/{trial}{sep}{transform}"
+
+
+def split_trial(case_id: str) -> tuple[str, int | None]:
+    """``(case id, trial)`` of a trial's id (:func:`trial_case_id`); ``(case_id, None)`` for
+    the id of a single-trial case."""
+    head, sep, transform = case_id.partition("~")
+    source, slash, trial = head.rpartition("/")
+    if not slash or not trial.isdigit():
+        return case_id, None
+    return source + sep + transform, int(trial)
 

@@ -32,7 +32,8 @@ def rewrite(case: SuiteCase, t: TransformConfig) -> SuiteCase:
     return SuiteCase(
         id=f"{case.id}~{t.name}", input=new_input, initial_state=case.initial_state,
         expected=case.expected, metadata=case.metadata, line=case.line,
-        fingerprint=case_fingerprint(new_input, case.initial_state, case.expected), cluster=case.id,
+        fingerprint=case_fingerprint(new_input, case.initial_state, case.expected, case.fault), cluster=case.id,
+        fault=case.fault,  # the same question, asked with the rewritten input
     )
 
 
@@ -74,7 +75,8 @@ class Suite:
                 raise CaseFileError(
                     f"{self.cases.label}: transform {name!r} rewrites input.{field}, which "
                     f"{len(ids_missing)} case(s) do not have: {shown}{more}")
-        return SuiteInfo(count=len(ids), digest=digest.hexdigest(), ids=frozenset(ids), sources=info.sources)
+        return SuiteInfo(count=len(ids), digest=digest.hexdigest(), ids=frozenset(ids), sources=info.sources,
+                         fault_tools=info.fault_tools)
 
     def __iter__(self) -> Iterator[SuiteCase]:
         """Each source case, then its derived cases (so a pair is judged as soon as it ran)."""

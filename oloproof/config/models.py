@@ -32,6 +32,10 @@ from oloproof.errors import ConfigError
 from oloproof.records import KNOWN_RECORDS
 
 
+#: the most ``trials`` (and ``--trials``) may be
+MAX_TRIALS = 1000
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
@@ -139,6 +143,9 @@ class ProjectConfig(Strict):
     release: str | None = None
     #: seconds a case (or one replay) may take; past it the case is missing (case_timeout)
     timeout: float | None = Field(default=None, gt=0, le=7 * 24 * 3600, allow_inf_nan=False)
+    #: times every case runs (a stochastic agent): each trial its own recording, the trials of
+    #: a case one cluster; criteria then report pass^k beside the rate (SPEC §13)
+    trials: int = Field(default=1, ge=1, le=MAX_TRIALS)
 
     @field_validator("timeout", mode="before")
     @classmethod
@@ -179,7 +186,7 @@ class NoRegression(Strict):
         return self
 
 
-RULE_KINDS = ("max_failures", "min_lower_bound", "min_rate", "no_regression")
+RULE_KINDS = ("max_failures", "min_lower_bound", "min_rate", "no_regression", "min_pass_hat_k")
 
 
 class Rule(Strict):
@@ -189,6 +196,8 @@ class Rule(Strict):
     min_lower_bound: float | None = Field(default=None, ge=0, le=1)
     min_rate: float | None = Field(default=None, ge=0, le=1)
     no_regression: NoRegression | None = None
+    #: the least the low end of the criterion's pass^k interval may be (runs with trials > 1)
+    min_pass_hat_k: float | None = Field(default=None, ge=0, le=1)
 
     @model_validator(mode="after")
     def _one_kind(self) -> Rule:

@@ -121,6 +121,7 @@ def registry() -> dict[str, type[Evaluator]]:
         metamorphic,
         multiagent,
         output,
+        release,
         state,
         trajectory,
     )

@@ -38,6 +38,9 @@ class CaseResult:
     paths: tuple[Any, ...] = ()  # PathCheck of state evaluators, for the case panel
     cluster: str | None = None  # None: the case is its own cluster
     fingerprint: str = ""  # of the case's input, initial state and expected: pairs it across runs
+    #: the agent declared success (terminal status); kept only when a release_class criterion
+    #: is judged: with a FAIL_* class it is a response-only false pass
+    claimed: bool = False
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,10 @@ class Summary:
     cases: list[CaseResult] = field(default_factory=list)
     source_clusters: int = 0
     transforms: list[TransformCheck] = field(default_factory=list)
+    #: with a ``release_class`` criterion: trials per class (``missing`` for the undecided) and
+    #: the trials whose agent claimed success while the environment says FAIL_*
+    release_classes: dict[str, int] | None = None
+    response_only_false_passes: int | None = None
     #: False for a run that is not sealed: its unrecorded cases are in every row as missing
     complete: bool = True
     cases_committed: int = 0
@@ -103,6 +110,9 @@ class SuiteEvaluation:
 
         #: (tool, fault) of every fault_recovery evaluator: the replays a case needs
         self.fault_specs = [FaultSpec(*e.replay_spec) for e in evaluators if e.replay_spec is not None]
+        #: the criterion of the release_class evaluator, if any (its verdict reason is the class)
+        self.release_criterion = next((e.criterion for e in evaluators if getattr(e, "type_name", "") == "release_class"),
+                                      None)
         #: the criteria of ``no_regression`` rules, compared case by case with a baseline run
         self.regression_criteria = list(dict.fromkeys(
             r.criterion for r in (release.rules if release else []) if r.no_regression is not None))
@@ -147,6 +157,8 @@ class SuiteEvaluation:
             tuple(paths),
             None if cluster == case.case_id else cluster,
             case.fingerprint,
+            self.release_criterion is not None and case.trajectory is not None
+            and case.trajectory.terminal_status == "success",
         )
 
     def summarize(self, results: Iterable[CaseResult]) -> Summary:
@@ -197,11 +209,20 @@ class Accumulator:
         self.tracked_criteria = suite.regression_criteria
         self._track = [suite.criteria.index(c) for c in self.tracked_criteria]
         self.tracked: dict[str, tuple[str, tuple[str, ...]]] = {}
+        self._release = suite.criteria.index(suite.release_criterion) if suite.release_criterion else None
+        self.release_classes: dict[str, int] = {}
+        self.false_passes = 0
 
     def add(self, r: CaseResult) -> None:
         self.count += 1
         if self._track:
             self.tracked[r.case_id] = (r.fingerprint, tuple(r.verdicts[i][0] for i in self._track))
+        if self._release is not None:
+            kind, reason = r.verdicts[self._release]
+            label = reason if kind in ("pass", "fail") and reason else kind
+            self.release_classes[label] = self.release_classes.get(label, 0) + 1
+            if kind == "fail" and r.claimed:
+                self.false_passes += 1
         if r.cluster is None:
             self.sources += 1
         cluster = r.cluster or r.case_id
@@ -304,8 +325,10 @@ class Accumulator:
             )
             gate = judge_gate(suite.release, criteria, context)
         cases = sorted(self.cases, key=lambda r: r.position) if self.cases is not None else []
-        return Summary(criteria, metrics, slice_rows, gate, cases, self.sources, checks, complete,
-                       committed, max(committed, expected or committed))
+        release = self._release is not None
+        return Summary(criteria, metrics, slice_rows, gate, cases, self.sources, checks,
+                       dict(self.release_classes) if release else None, self.false_passes if release else None,
+                       complete, committed, max(committed, expected or committed))
 
 
 class _Tally:

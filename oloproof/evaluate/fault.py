@@ -40,7 +40,7 @@ from oloproof.views import NO_STATE, CaseView
 
 class FaultRecoveryConfig(EvaluatorConfig):
     tool: str = Field(min_length=1)
-    fault: Literal["error", "timeout", "malformed"]
+    fault: Literal["error", "timeout", "malformed", "timeout_after_effect", "denied"]
     escalate_tools: list[str] = []
 
 

@@ -40,6 +40,8 @@ from oloproof.events import (
     Event,
     StepRecorded,
     TrajectoryRecorded,
+    EffectRecorded,
+    EvidenceRecorded,
 )
 from oloproof.records import (
     TERMINAL_STATUSES,
@@ -47,9 +49,11 @@ from oloproof.records import (
     Case,
     UnfitValue,
     encode_recorded,
+    validate_effect,
+    validate_evidence,
     validate_trajectory,
 )
-from oloproof.system import _BRANCH, _CURRENT, current_case
+from oloproof.system import _BRANCH, _CURRENT, RUNS_THE_TOOL, current_case, fault_result
 
 if TYPE_CHECKING:
     import asyncio
@@ -68,6 +72,18 @@ def _frozen(value: Any) -> Any:
         return e  # NaN, too deep, self-referencing: reported, naming the step, when the case is encoded
     except (TypeError, ValueError, OverflowError):
         return value  # reported, naming the step, when the case's events are encoded
+
+
+def encode_checked(data: dict[str, Any], kind: str) -> dict[str, Any]:
+    """Evidence fields as they will be stored: NaN, self-references and excess depth are
+    refused now, naming the field (the values must survive the log)."""
+    try:
+        encode_recorded(data, kind)
+    except UnfitValue as e:
+        raise ValueError(str(e)) from None
+    except (TypeError, ValueError, OverflowError) as e:
+        raise ValueError(f"{kind}: a value cannot be stored as JSON ({e})") from None
+    return data
 
 
 def _error_result(exc: BaseException) -> dict[str, Any]:
@@ -98,11 +114,14 @@ class CaseRecorder:
 
     __slots__ = ("case", "_steps", "_keys", "_entries", "_root", "_depth", "_active", "_tasks", "_constraints",
                  "_checkpoints", "_status", "_truncated", "_step_limit", "_hand_built",
-                 "_snapshot", "_touched", "_auto_checkpoints")
+                 "_snapshot", "_touched", "_auto_checkpoints", "_evidence",
+                 "_fault", "_fault_calls", "_trial")
 
     def __init__(self, case: Case, snapshot: Callable[[], Any] | None = None,
-                 auto_checkpoints: bool = False):
+                 auto_checkpoints: bool = False, fault: dict[str, Any] | None = None,
+                 fault_calls: int = 0, trial: int | None = None):
         self.case = case
+        self._trial = trial
         self._steps: list[StepRecorded] = []
         # keyed mode (the case created tasks): a sort key and an entry key per step
         self._keys: list[tuple] | None = None
@@ -123,12 +142,25 @@ class CaseRecorder:
         # a Stateful @tool system gets a checkpoint (with the sandbox's snapshot) before
         # every decorated call: the resume points of the built-in replay
         self._auto_checkpoints = auto_checkpoints and snapshot is not None
+        #: effect_ledger/v1 and release_evidence/v1 events, in the order they were recorded
+        self._evidence: list[Event] = []
+        #: the case's declared fault ``{"tool", "kind", "call"[, "scope"]}`` (SPEC §13a), applied
+        #: to that call of that tool; the calls of the tool so far (a replay starts with those
+        #: its tape answered). The system never sees it: it is not part of ``case``.
+        self._fault = fault
+        self._fault_calls = fault_calls
 
     # ---- what the system sees ----------------------------------------------------------
 
     @property
     def id(self) -> str:
         return self.case.id
+
+    @property
+    def trial(self) -> int | None:
+        """Which trial of the case this is (1…k under ``trials: k``); None for a single trial
+        (and in a replay)."""
+        return self._trial
 
     @property
     def input(self) -> Any:
@@ -228,6 +260,56 @@ class CaseRecorder:
         self._truncated = bool(truncated)
         self._step_limit = step_limit
 
+    # ---- release evidence (effect_ledger/v1, release_evidence/v1) ------------------------
+    # What the environment says, recorded by the sandbox or the harness's adapters — kept
+    # apart from the transcript and judged apart (oloproof.evaluate.release).
+
+    def _evidence_event(self, make: Callable[[], Event]) -> None:
+        try:
+            event = make()
+        except (ValueError, KeyError) as e:
+            raise RecordError(f"case {self.id!r}: {e}") from None
+        self._evidence.append(event)
+
+    def effect(self, operation: str, *, idempotency_key: str, applied: bool) -> None:
+        """One attempt at an external effect (``effect_ledger/v1``): its operation, its
+        idempotency key, and whether it changed the world (``applied``)."""
+        def make() -> Event:
+            op, key, done = validate_effect(operation, idempotency_key, applied)
+            return EffectRecorded(op, key, done, len(self._steps))
+        self._evidence_event(make)
+
+    def _record(self, kind: str, **fields: Any) -> None:
+        def make() -> Event:
+            return EvidenceRecorded(kind, encode_checked(validate_evidence(kind, **fields), kind), len(self._steps))
+        self._evidence_event(make)
+
+    def access(self, tool: str, *, allowed: bool, required_scope: str | None = None) -> None:
+        """Whether a tool's credentials allowed the call (``release_evidence/v1``)."""
+        self._record("access", tool=tool, allowed=allowed, required_scope=required_scope)
+
+    def wait(self, *, owner: str | None, deadline: str | None, resume_token: str | None) -> None:
+        """The agent paused for someone: a legitimate wait names its owner, a deadline (an
+        ISO-8601 instant) and a resume token; any of them missing is an unrouted wait."""
+        self._record("wait", owner=owner, deadline=deadline, resume_token=resume_token)
+
+    def continuity(self, *, expected: Any, observed: Any) -> None:
+        """A decision that must survive a restart: the receipt expected, and the one observed."""
+        self._record("continuity", expected=expected, observed=observed)
+
+    def deadline(self, *, at: str, finished_at: str | None) -> None:
+        """The absolute deadline and when the work finished (ISO-8601 instants, from the
+        clock the harness passes in; ``finished_at`` None: not finished)."""
+        self._record("deadline", at=at, finished_at=finished_at)
+
+    def deliverable(self, name: str, *, exists: bool, contract_ok: bool | None = None) -> None:
+        """The user-visible deliverable: whether it exists and meets its deterministic
+        contract (``contract_ok`` None: not checked)."""
+        self._record("deliverable", name=name, exists=exists, contract_ok=contract_ok)
+
+    def evidence_events(self) -> list[Event]:
+        return list(self._evidence)
+
     # ---- the task tree (keyed mode) ----------------------------------------------------
 
     def _branch(self) -> Branch:
@@ -292,11 +374,18 @@ class CaseRecorder:
         """Run one decorated call: a ``tool_call`` and a ``tool_result`` step (a model call,
         ``kind="model"``, is one ``decision`` step with its arguments and result)."""
         opened = self._begin(name, arguments, kind)
+        fault = self._fault_for(name, kind)
+        if fault is not None and fault[0] not in RUNS_THE_TOOL:
+            return self._faulted(opened, name, arguments, fault)
         try:
             result = fn(*args, **kwargs)
         except BaseException as exc:
+            if fault is not None and isinstance(exc, Exception):
+                return self._faulted(opened, name, arguments, fault)
             self._end(opened, name, arguments, kind, None, exc)
             raise
+        if fault is not None:
+            return self._faulted(opened, name, arguments, fault)
         self._end(opened, name, arguments, kind, result)
         return result
 
@@ -304,12 +393,40 @@ class CaseRecorder:
                          kind: str = "tool") -> Any:
         """:meth:`call_tool` for an ``async def`` tool or model call: the same steps."""
         opened = self._begin(name, arguments, kind)
+        fault = self._fault_for(name, kind)
+        if fault is not None and fault[0] not in RUNS_THE_TOOL:
+            return self._faulted(opened, name, arguments, fault)
         try:
             result = await fn(*args, **kwargs)
         except BaseException as exc:
+            if fault is not None and isinstance(exc, Exception):
+                return self._faulted(opened, name, arguments, fault)
             self._end(opened, name, arguments, kind, None, exc)
             raise
+        if fault is not None:
+            return self._faulted(opened, name, arguments, fault)
         self._end(opened, name, arguments, kind, result)
+        return result
+
+    # A declared fault (SPEC §13a): the N-th call of its tool in the case (nested calls and
+    # calls a replay's tape answers included; with concurrent tasks, in the order the calls
+    # start) gets the fault's shape. error/timeout/malformed/denied: the tool does not run;
+    # timeout_after_effect: it runs — returns or raises — and the caller gets the timeout.
+
+    def _fault_for(self, name: str, kind: str) -> tuple[str, Any, str | None] | None:
+        """``(kind, result, mark)`` when this call is the faulted one (``mark``: the kind
+        recorded on its result step), else None."""
+        fault = self._fault
+        if fault is None or kind == "model" or name != fault["tool"]:
+            return None
+        self._fault_calls += 1
+        if self._fault_calls != fault["call"]:
+            return None
+        return fault["kind"], fault_result(fault["kind"], name, fault.get("scope")), fault["kind"]
+
+    def _faulted(self, opened: Any, name: str, arguments: dict, fault: tuple[str, Any, str | None]) -> Any:
+        _, result, mark = fault
+        self._end(opened, name, arguments, "tool", result, fault=mark)
         return result
 
     def _begin(self, name: str, arguments: dict, kind: str) -> Any:
@@ -333,7 +450,7 @@ class CaseRecorder:
         return None
 
     def _end(self, opened: Any, name: str, arguments: dict, kind: str, result: Any,
-             raised: BaseException | None = None) -> None:
+             raised: BaseException | None = None, fault: str | None = None) -> None:
         """Record how the call ended. An exception is the error result (and re-raised by the
         caller); anything else that is not an Exception (a cancellation, an exit) records no
         result, and the call stays open in the record."""
@@ -350,7 +467,7 @@ class CaseRecorder:
         elif raised is not None:
             step = StepRecorded(0, "tool_result", name, None, _error_result(raised), raised=True)
         else:
-            step = StepRecorded(0, "tool_result", name, None, _frozen(result))
+            step = StepRecorded(0, "tool_result", name, None, _frozen(result), fault=fault)
         if opened is None:
             steps = self._steps
             steps.append(_replace(step, index=len(steps) + 1))

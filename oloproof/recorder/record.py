@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 import msgspec
 
 from oloproof.config.cases import SuiteCase
+from oloproof.config.limits import trial_case_id
 from oloproof.errors import Interrupted, RecordError
 from oloproof.events import (
     CaseFinished,
@@ -148,6 +149,7 @@ def _finish(slot: SystemSlot, recorder: CaseRecorder, output: Any, error: str | 
     if kind != "invalid_record":
         try:
             events.extend(recorder.trajectory_events())
+            events.extend(recorder.evidence_events())
         except RecordError as e:
             events, output, error, kind = [], None, str(e), "invalid_record"
     if kind == "case_timeout":
@@ -447,6 +449,13 @@ class CaseArgs(msgspec.Struct, frozen=True):
     run_id: str
     position: int
     case: SuiteCase
+    #: which trial of the case (1…k under ``trials: k``); None for a single trial
+    trial: int | None = None
+
+    @property
+    def case_id(self) -> str:
+        """The id of the case's stream: ``c``, or ``c/2`` for its second trial."""
+        return trial_case_id(self.case.id, self.trial)
 
 
 class CaseRecord(msgspec.Struct, frozen=True):
@@ -457,52 +466,57 @@ class CaseRecord(msgspec.Struct, frozen=True):
     types: list[str]
 
 
-def case_started(run_id: str, position: int, sc: SuiteCase) -> CaseStarted:
-    return CaseStarted(run_id, sc.id, position, sc.fingerprint, sc.input, sc.initial_state,
-                       sc.expected, sc.metadata, sc.cluster)
+def case_started(run_id: str, position: int, sc: SuiteCase, trial: int | None = None) -> CaseStarted:
+    # a trial is its own stream, ``c/2``, of the same fingerprint; a derived case's trial
+    # pairs with the same trial of its source (oloproof.config.limits.trial_case_id)
+    cluster = trial_case_id(sc.cluster, trial) if sc.cluster is not None else None
+    return CaseStarted(run_id, trial_case_id(sc.id, trial), position, sc.fingerprint, sc.input, sc.initial_state,
+                       sc.expected, sc.metadata, cluster, fault=sc.fault, trial=trial)
 
 
 def failed_case(args: CaseArgs, error: str, kind: str) -> CaseRecord:
     """The record of a case that could not finish where it ran (``worker_died``,
     ``case_timeout``): its start and its error."""
     sc = args.case
-    events = [case_started(args.run_id, args.position, sc), CaseFinished(None, error, kind)]
-    return CaseRecord(sc.id, [encode(e) for e in events], [tag_of(e) for e in events])
+    events = [case_started(args.run_id, args.position, sc, args.trial), CaseFinished(None, error, kind)]
+    return CaseRecord(args.case_id, [encode(e) for e in events], [tag_of(e) for e in events])
 
 
 def _prepare(slot: SystemSlot, args: CaseArgs) -> tuple[bytes, Case, CaseRecorder]:
     sc = args.case
-    head = encode(case_started(args.run_id, args.position, sc))  # before the agent can alter it
+    head = encode(case_started(args.run_id, args.position, sc, args.trial))  # before the agent can alter it
     # sc was encoded above, so the system may have it as is; the sandbox gets a deep copy
     case = Case(sc.id, sc.input, sc.initial_state, sc.metadata)
     instance = slot.instance
     recorder = CaseRecorder(case, snapshot=instance.snapshot if instance is not None else None,
-                            auto_checkpoints=getattr(instance, "auto_checkpoints", True))
+                            auto_checkpoints=getattr(instance, "auto_checkpoints", True),
+                            fault=sc.fault,  # applied by @tool; the system's Case never holds it
+                            trial=args.trial)  # current_case().trial; the Case keeps the case's own id
     return head, case, recorder
 
 
 _NAMED = ("reset_error", "snapshot_error", "invalid_record")
 
 
-def _case_record(sc: SuiteCase, head: bytes, rec: Recording) -> CaseRecord:
+def _case_record(args: CaseArgs, head: bytes, rec: Recording) -> CaseRecord:
     error = rec.error
     if rec.error_kind in _NAMED and error is not None and not error.startswith("case "):
-        error = f"case {sc.id!r}: {error}"  # the system's own exception is stored as it was raised
+        error = f"case {args.case_id!r}: {error}"  # the system's own exception is stored as it was raised
     output = msgspec.Raw(rec.output_json) if rec.output_json is not None else rec.output
     end = encode(CaseFinished(output, error, rec.error_kind))
-    return CaseRecord(sc.id, [head, *rec.payloads, end], ["case_started.v1", *rec.types, "case_finished.v1"])
+    return CaseRecord(args.case_id, [head, *rec.payloads, end], ["case_started.v1", *rec.types, "case_finished.v1"])
 
 
 def record_case(slot: SystemSlot, args: CaseArgs, timeout: float | None) -> CaseRecord:
     """Record one case of a run: its whole stream, encoded, nothing written yet."""
     head, case, recorder = _prepare(slot, args)
-    return _case_record(args.case, head, record(slot, recorder, lambda: slot.call(case),
+    return _case_record(args, head, record(slot, recorder, lambda: slot.call(case),
                                                 reset_to=args.case.initial_state, timeout=timeout))
 
 
 async def arecord_case(slot: SystemSlot, args: CaseArgs, timeout: float | None) -> CaseRecord:
     head, case, recorder = _prepare(slot, args)
-    return _case_record(args.case, head, await arecord(slot, recorder, lambda: slot.call(case),
+    return _case_record(args, head, await arecord(slot, recorder, lambda: slot.call(case),
                                                        reset_to=args.case.initial_state, timeout=timeout))
 
 

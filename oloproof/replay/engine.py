@@ -27,7 +27,7 @@ from oloproof.records import (
     Case,
 )
 from oloproof.replay.plan import FaultSpec, Needed, Plan, keyed_version, replay_plan
-from oloproof.replay.tape import TapeRecorder
+from oloproof.replay.tape import TapeRecorder, calls_before
 from oloproof.system import SystemSlot
 from oloproof.views import CaseView, ReplayView, fold_case, fold_replay
 
@@ -36,11 +36,14 @@ PREFIX = "replay/"
 
 @dataclass(frozen=True)
 class Change:
-    """What a hand-written ``replay`` receives as ``change`` (``None`` for a control replay)."""
+    """What a hand-written ``replay`` receives as ``change`` (``None`` for a control replay).
+    ``fault`` is the kind: under ``timeout_after_effect`` the replay should run the call, then
+    hand its caller ``result`` (the timeout shape) instead of what it returned."""
 
     step_index: int
     tool_name: str
     result: Any
+    fault: str | None = None
 
 
 def as_trajectory(view: CaseView) -> AgentTrajectory:
@@ -69,19 +72,24 @@ def replay_started(slot: SystemSlot, view: CaseView, case_stream: str, needed: N
 def _setup(slot: SystemSlot, view: CaseView, plan: Plan, change: dict[str, Any] | None) -> tuple[Any, Any]:
     case = Case(view.case_id, copy.deepcopy(view.input), copy.deepcopy(view.initial_state), dict(view.metadata))
     snapshot = slot.instance.snapshot if slot.instance is not None else None
+    # the case's declared fault is part of its world: a replay meets it again, at the same call
+    fault = view.started.fault if view.started is not None else None
     if slot.replayable:
         cp = plan.checkpoint
-        recorder: CaseRecorder = CaseRecorder(case, snapshot=snapshot)
+        # the system replays from the checkpoint: the calls recorded before it are not made again
+        recorder: CaseRecorder = CaseRecorder(
+            case, snapshot=snapshot, fault=fault,
+            fault_calls=calls_before(view.trajectory.steps, cp.step_index, fault))  # type: ignore[union-attr]
 
         def invoke() -> Any:
             return slot.target.replay(
                 as_trajectory(view),
                 checkpoint=AgentCheckpoint(cp.step_index, copy.deepcopy(cp.state), id=cp.id),
                 change=None if change is None else Change(change["step_index"], change["tool_name"],
-                                                          copy.deepcopy(change["result"])))
+                                                          copy.deepcopy(change["result"]), change.get("fault")))
     else:
         recorder = TapeRecorder(case, view.trajectory.steps, plan.checkpoint.step_index,  # type: ignore[union-attr]
-                                change, snapshot=snapshot)
+                                change, snapshot=snapshot, fault=fault)
 
         def invoke() -> Any:
             return slot.call(case)

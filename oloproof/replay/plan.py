@@ -53,6 +53,9 @@ def plan_fault(case: CaseView, tool: str) -> Plan | tuple[str, str]:
 
 
 def change_for(plan: Plan, tool: str, fault: str) -> dict[str, Any]:
+    """The change of a fault replay: the faulted call, the kind and what the caller gets. For
+    ``timeout_after_effect`` the replay runs the tool live at that call, then hands back
+    ``result`` (the timeout shape); for every other kind the tool does not run."""
     from oloproof.replay.faults import fault_result
 
     return {"step_index": plan.call_index, "tool_name": tool, "fault": fault,

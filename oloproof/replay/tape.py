@@ -9,6 +9,14 @@ does with the exception it gets.
 
 Calls of concurrent tasks (see :mod:`oloproof.recorder.case`) are matched by their place in
 the case's task tree, not by timing: each finds the call recorded at the same place.
+
+**Faults.** A change of kind ``timeout_after_effect`` runs the changed call live (its effect
+lands in the replayed sandbox), then hands the caller the change's result (the timeout
+shape); every other change answers the call without running it. A case recorded with a
+declared fault (``CaseStarted.fault``) is replayed in the same world: the fault applies again
+to the same call of its tool, counting the calls the tape answers before the checkpoint — so
+the control replay reproduces the faulted recording (the faulted result before the
+checkpoint comes from the tape; at or after it, the fault is applied again, live).
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from typing import Any, Callable, Sequence
 from oloproof.events import StepRecorded, canonical_json
 from oloproof.recorder.case import Branch, CaseRecorder, _frozen
 from oloproof.records import Case
+from oloproof.replay.faults import RUNS_THE_TOOL
 
 
 class ReplayDivergence(Exception):
@@ -29,6 +38,14 @@ class ReplayedToolError(Exception):
     """A tool that raised in the recording raises this when the tape replays it."""
 
 
+def calls_before(steps: Sequence[StepRecorded], index: int, fault: dict[str, Any] | None) -> int:
+    """The calls of the declared fault's tool recorded before step ``index`` (the calls a
+    replay from there does not make itself)."""
+    if fault is None:
+        return 0
+    return sum(1 for s in steps if s.index < index and s.kind == "tool_call" and s.tool_name == fault["tool"])
+
+
 def _describe(step: StepRecorded | None) -> str:
     if step is None:
         return "nothing"
@@ -37,11 +54,15 @@ def _describe(step: StepRecorded | None) -> str:
 
 class TapeRecorder(CaseRecorder):
     __slots__ = ("_tape", "_by_index", "_by_entry", "_resume_at", "_resume_entry", "_change",
-                 "_switched_at", "diverged", "injected")
+                 "_switched_at", "_pending", "diverged", "injected")
 
     def __init__(self, case: Case, tape: Sequence[StepRecorded], resume_at: int,
-                 change: dict[str, Any] | None, snapshot: Callable[[], Any] | None = None):
-        super().__init__(case, snapshot=snapshot, auto_checkpoints=False)
+                 change: dict[str, Any] | None, snapshot: Callable[[], Any] | None = None,
+                 fault: dict[str, Any] | None = None):
+        super().__init__(case, snapshot=snapshot, auto_checkpoints=False, fault=fault,
+                         fault_calls=calls_before(tape, resume_at, fault))
+        #: a timeout_after_effect change whose call runs live now: what its caller gets instead
+        self._pending: dict[str, Any] | None = None
         self._tape = list(tape)
         self._by_index = {s.index: s for s in tape}
         self._by_entry: dict[tuple, list[StepRecorded]] = {}
@@ -79,6 +100,24 @@ class TapeRecorder(CaseRecorder):
             err = last.result.get("error", {}) if isinstance(last.result, dict) else {}
             raise ReplayedToolError(f"{err.get('type', 'Error')}: {err.get('message', '')}")
         return copy.deepcopy(last.result)
+
+    def _fault_for(self, name: str, kind: str) -> tuple[str, Any, str | None] | None:
+        declared = super()._fault_for(name, kind)  # the call counts for the declared fault
+        change, self._pending = self._pending, None
+        if change is not None:  # the change wins over the declared fault at its call
+            return change["fault"], copy.deepcopy(change["result"]), None
+        return declared
+
+    def _changed(self, name: str, kind: str) -> bool:
+        """The changed call is made: True when it runs live (``timeout_after_effect``)."""
+        self.injected = True
+        change = self._change
+        assert change is not None
+        if change.get("fault") in RUNS_THE_TOOL:
+            self._pending = change
+            return True
+        super()._fault_for(name, kind)  # answered without running: it still counts
+        return False
 
     def fork(self) -> Branch | None:
         if self._keys is None and not self._hand_built and not self._depth:
@@ -138,6 +177,8 @@ class TapeRecorder(CaseRecorder):
             return (self._answer(recorded),)
         if change is not None and index == change["step_index"]:
             self._check(self._by_index.get(index), f"step {index}", step_kind, name, arguments)
+            if self._changed(name, kind):
+                return None  # runs live; its caller gets the change's result (_fault_for)
             self._steps.append(StepRecorded(index, "tool_call", name, _frozen(arguments)))
             self._steps.append(StepRecorded(index + 1, "tool_result", name, None, _frozen(change["result"])))
             self.injected = True
@@ -165,8 +206,10 @@ class TapeRecorder(CaseRecorder):
                 self._add(entry + (0, i), tuple(s.branch), s)  # type: ignore[arg-type]
             return (self._answer([s for s in subtree if tuple(s.branch) == entry]),)  # type: ignore[arg-type]
         if change is not None and recorded is not None and recorded[0].index == change["step_index"]:
-            branch.tick()
             self._check(recorded[0], where, step_kind, name, arguments)
+            if self._changed(name, "model" if step_kind == "decision" else "tool"):
+                return None  # runs live (the call ticks its own entry); see _fault_for
+            branch.tick()
             self._add(entry + (0,), entry, StepRecorded(0, "tool_call", name, _frozen(arguments)))
             self._add(entry + (2,), entry, StepRecorded(0, "tool_result", name, None, _frozen(change["result"])))
             self.injected = True

@@ -83,6 +83,10 @@ def case_detail(view: CaseView, result: CaseResult, suite: SuiteEvaluation, repl
     }
     if view.state is not NO_STATE:
         detail["state"] = view.state
+    if view.effects or view.evidence:
+        from oloproof.report.panel import release_panel
+
+        detail["release"] = release_panel(view, dict(zip(suite.criteria, result.verdicts)).get("release_class"))
     return detail
 
 

@@ -1,8 +1,9 @@
 """``oloproof export``: a run's records as JSON lines another tool can read.
 
-Each case gives an ``agent_trajectory/v1`` line (when it recorded a trajectory) and an
-``environment_state/v1`` line (when it recorded a state); each line carries the run, the case
-and the case's verdicts under the run's own configuration::
+Each case gives an ``agent_trajectory/v1`` line (when it recorded a trajectory), an
+``environment_state/v1`` line (when it recorded a state), and ``effect_ledger/v1`` and
+``release_evidence/v1`` lines (when its sandbox recorded them); each line carries the run, the
+case and the case's verdicts under the run's own configuration::
 
     {"record": "agent_trajectory/v1", "run_id": ..., "case_id": ..., "verdicts": {...},
      "data": {"steps": [...], "terminal_status": ..., "truncated": ..., "step_limit": ...,
@@ -16,6 +17,7 @@ from typing import Any, Iterator
 import msgspec
 
 from oloproof.events import canonical_json
+from oloproof.report.panel import release_panel
 from oloproof.views import NO_STATE, CaseView
 
 
@@ -35,7 +37,12 @@ def export_records(run_id: str, view: CaseView, verdicts: dict[str, Any]) -> Ite
         yield canonical_json({"record": "agent_trajectory/v1", **head, "data": data}).decode()
     if view.state is not NO_STATE:
         yield canonical_json({"record": "environment_state/v1", **head, "data": {"state": view.state}}).decode()
-    if t is None and view.state is NO_STATE:
+    if view.effects:
+        yield canonical_json({"record": "effect_ledger/v1", **head, "data": release_panel(view)["effects"]}).decode()
+    if view.evidence:
+        yield canonical_json({"record": "release_evidence/v1", **head,
+                              "data": release_panel(view)["evidence"]}).decode()
+    if t is None and view.state is NO_STATE and not view.effects and not view.evidence:
         yield canonical_json({"record": "case/v1", **head, "data": {"output": view.output,
                                                                      "error": view.error}}).decode()
 

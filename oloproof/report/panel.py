@@ -59,3 +59,21 @@ def replay_rows(view: CaseView, replays: list[Any]) -> list[dict[str, Any]]:
         rows.append({"kind": r.kind, "version": st.system_version, "checkpoint": st.checkpoint_step,
                      "checkpoint_id": st.checkpoint_id, "change": change, "detail": detail})
     return rows
+
+
+def release_panel(view: Any, verdict: Any = None) -> dict[str, Any]:
+    """The case's effects and release evidence, side by side with its transcript: the effect
+    ledger (every attempt; attempts and applied effects per operation), the evidence in the
+    order it was recorded, and — when judged — the release class with its repair hint."""
+    from oloproof.evaluate.release import CLASSES, REPAIR_HINTS, effect_counts
+
+    out: dict[str, Any] = {
+        "effects": {"attempts": [{"operation": e.operation, "idempotency_key": e.idempotency_key,
+                                  "applied": e.applied, "after_step": e.step_index} for e in view.effects],
+                    "per_operation": effect_counts(view)},
+        "evidence": [{"kind": e.kind, **e.data, "after_step": e.step_index} for e in view.evidence],
+    }
+    if verdict is not None and verdict[1] in CLASSES:
+        out["class"] = verdict[1]
+        out["repair_hint"] = REPAIR_HINTS.get(verdict[1])
+    return out

@@ -89,7 +89,18 @@ def results_dict(run_id: str, system_name: str, system_version: str, suite: Suit
         "cases": cases,
         "gate": gate,
         **({"transforms": transforms} if transforms else {}),
+        **({"release": _release(summary)} if summary.release_classes is not None else {}),
     }
+
+
+def _release(summary: Summary) -> dict[str, Any]:
+    """The trials per release class, the response-only false passes, and the repair hint of
+    every failing class present."""
+    from oloproof.evaluate.release import REPAIR_HINTS
+
+    classes = summary.release_classes or {}
+    return {"classes": classes, "response_only_false_passes": summary.response_only_false_passes,
+            "repair_hints": {c: REPAIR_HINTS[c] for c in classes if c in REPAIR_HINTS}}
 
 
 _MARK = "\x00cases\x00"

@@ -260,6 +260,8 @@ def exit_line(gate: Any) -> str:
 def summary_view(summary: Summary, *, run_id: str, system: str, min_support: int) -> Group:
     """A run's results as one renderable: criteria and metrics, slices, the gate."""
     parts: list[Any] = [Text(f"run {run_id} · {system}", style="bold"), criteria_table(summary)]
+    if summary.release_classes is not None:
+        parts += release_summary(summary)
     if summary.slices:
         parts += [Text("slices (descriptive; slices never gate)", style="bold"), slices_table(summary, min_support)]
     if summary.gate is not None:
@@ -363,9 +365,61 @@ def case_panel(view: CaseView, verdicts: dict[str, tuple[str, str | None]], path
             for c in t.constraints:
                 ct.add_row(c.name, "yes" if c.passed else "NO", str(c.step_index))
             parts.append(ct)
+    if view.effects or view.evidence:
+        parts.extend(release_parts(view, verdicts.get("release_class")))
     if view.state is not NO_STATE:
         parts.append(Text(f"final state: {_short(view.state, 200)}"))
     return Group(*parts)
+
+
+def release_summary(summary: Summary) -> list[Any]:
+    """The release classes of a run's trials, the response-only false passes, and the repair
+    each failing class asks for."""
+    from oloproof.evaluate.release import CLASSES, REPAIR_HINTS
+
+    classes = summary.release_classes or {}
+    trials = sum(classes.values())
+    failing = sum(n for c, n in classes.items() if c.startswith("FAIL_"))
+    order = [c for c in CLASSES if c in classes] + sorted(c for c in classes if c not in CLASSES)
+    t = Grid(("release class", "key"), ("trials", "key"), ("repair", "text"))
+    for c in order:
+        t.add_row(c, str(classes[c]), REPAIR_HINTS.get(c, ""))
+    line = (f"{plural(trials, 'trial')}: " + ", ".join(f"{c} {classes[c]}" for c in order if not c.startswith("FAIL_"))
+            + (", " if order and any(not c.startswith("FAIL_") for c in order) else "") + f"FAIL {failing}"
+            + f" · response_only_false_passes {summary.response_only_false_passes}"
+            + " (the agent claimed success; the environment says FAIL)")
+    return [Text("release classes (the environment's evidence, not the transcript)", style="bold"), t, Text(line)]
+
+
+def release_parts(view: CaseView, verdict: Any) -> list[Any]:
+    """The environment's evidence beside the transcript: the effect ledger and the release
+    evidence, then the release class with its repair hint."""
+    from oloproof.report.panel import release_panel
+
+    panel = release_panel(view, verdict)
+    parts: list[Any] = []
+    effects = panel["effects"]
+    if effects["attempts"]:
+        parts.append(Text("effects (effect_ledger/v1)", style="bold"))
+        et = Grid(("operation", "key"), ("idempotency key", "key"), ("applied", "key"), ("after step", "key"))
+        for a in effects["attempts"]:
+            et.add_row(a["operation"], a["idempotency_key"], "yes" if a["applied"] else "no", str(a["after_step"]))
+        parts.append(et)
+        parts.append(Text(" · ".join(f"{printable(op)}: {plural(c['effect_attempts'], 'attempt')}, "
+                                     f"{plural(c['effect_count'], 'effect')}"
+                                     for op, c in effects["per_operation"].items())))
+    if panel["evidence"]:
+        parts.append(Text("release evidence (release_evidence/v1)", style="bold"))
+        rt = Grid(("kind", "key"), ("evidence", "data"), ("after step", "key"))
+        for e in panel["evidence"]:
+            fields = {k: v for k, v in e.items() if k not in ("kind", "after_step")}
+            rt.add_row(e["kind"], _short(fields, 200), str(e["after_step"]))
+        parts.append(rt)
+    if "class" in panel:
+        parts.append(Text(f"release class: {panel['class']}", style="bold"))
+        if panel.get("repair_hint"):
+            parts.append(Text(f"repair: {panel['repair_hint']}"))
+    return parts
 
 
 def replays_table(rows: list[dict[str, Any]]) -> Grid:

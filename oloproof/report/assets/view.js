@@ -126,6 +126,16 @@
                   td("p" + Math.round(m.quantile * 100) + " of " + m.observed + " observed · " + m.missing + " missing · " + m.excluded + " excluded")];
         }))]));
     }
+    if (s.release) {
+      var classes = s.release.classes, hints = s.release.repair_hints || {};
+      root.appendChild(el("section", { id: "release" }, [el("h2", { text: "Release classes (the environment's evidence, not the transcript)" }),
+        table(["release class", "trials", "repair"], Object.keys(classes).map(function (k) {
+          return [td(k, k.indexOf("FAIL_") === 0 ? "fail" : "pass"), td(String(classes[k]), "num"),
+                  td(Object.prototype.hasOwnProperty.call(hints, k) ? hints[k] : "")];
+        })),
+        el("p", { id: "false-passes", text: "response_only_false_passes: " + s.release.response_only_false_passes +
+          " (the agent claimed success; the environment says FAIL)" })]));
+    }
     if (s.slices.length) {
       root.appendChild(el("section", { id: "slices" }, [el("h2", { text: "Slices (descriptive; slices never gate)" }),
         table(["slice", "criterion", "rate", "interval", "evidence"], s.slices.map(function (r) {
@@ -136,8 +146,8 @@
     var g = s.gate;
     var gate = el("section", { id: "gate" }, [el("h2", null, [document.createTextNode("Gate: "),
       el("span", { text: g.decision || "none", cls: g.decision || "", id: "decision" })])]);
-    if (g.rules.length) gate.appendChild(table(["rule", "criterion", "status", "reason"], g.rules.map(function (r) {
-      return [td(r.name), td(r.criterion), td(r.status, r.status), td(r.reason || "")];
+    if (g.rules.length) gate.appendChild(table(["rule", "criterion", "status", "reason", "decided by"], g.rules.map(function (r) {
+      return [td(r.name), td(r.criterion), td(r.status, r.status), td(r.reason || ""), td(r.detail || "")];
     })));
     root.appendChild(gate);
   }
@@ -190,6 +200,36 @@
     return table(["#", "kind", "agent", "tool", "arguments", "result"], rows);
   }
 
+  // The three kinds of evidence side by side, never folded into one score: what the agent
+  // said (transcript), what changed downstream (effects), what the user gets (outcome).
+  function releaseSection(c) {
+    var r = c.release, t = c.trajectory;
+    var transcript = el("div", { cls: "evidence-col" }, [el("h4", { text: "Transcript" }),
+      el("p", { text: t ? "terminal status: " + t.terminal_status + " · " + t.steps.length + " steps" : "no trajectory" }),
+      el("pre", { text: txt(c.output) })]);
+    var ops = Object.keys(r.effects.per_operation).map(function (op) {
+      var n = r.effects.per_operation[op];
+      return [td(op), td(String(n.effect_attempts)), td(String(n.effect_count), n.effect_count > 1 ? "fail" : "")];
+    });
+    var effects = el("div", { cls: "evidence-col" }, [el("h4", { text: "Effects" }),
+      table(["operation", "attempts", "effects"], ops),
+      table(["operation", "idempotency key", "applied"], r.effects.attempts.map(function (a) {
+        return [td(a.operation), td(a.idempotency_key), td(a.applied ? "yes" : "no")];
+      }))]);
+    var outcome = el("div", { cls: "evidence-col" }, [el("h4", { text: "Outcome" }),
+      table(["kind", "evidence"], r.evidence.map(function (e) {
+        var fields = {};
+        Object.keys(e).forEach(function (k) { if (k !== "kind" && k !== "after_step") fields[k] = e[k]; });
+        return [td(e.kind), tdPre(txt(fields))];
+      }))]);
+    if (r["class"]) {
+      outcome.appendChild(el("p", { cls: "release-class", text: "release class: " + r["class"] }));
+      if (r.repair_hint) outcome.appendChild(el("p", { text: "repair: " + r.repair_hint }));
+    }
+    return el("div", null, [el("h3", { text: "Evidence: transcript · effects · outcome" }),
+                            el("div", { cls: "evidence" }, [transcript, effects, outcome])]);
+  }
+
   // A case panel; ``marked`` (optional): criteria whose verdict rows are highlighted.
   function renderPanel(root, c, criteria, id, marked) {
     var panel = el("section", { id: id || "panel", cls: "panel" }, [el("h2", { text: "Case " + c.case_id })]);
@@ -223,6 +263,7 @@
         return [td(k.name), td(k.passed ? "yes" : "NO", k.passed ? "pass" : "fail"), td(String(k.step_index))];
       })));
     } else panel.appendChild(el("p", { text: "no trajectory recorded" }));
+    if (c.release) panel.appendChild(releaseSection(c));
     if (c.state !== undefined) { panel.appendChild(el("h3", { text: "Final state" })); panel.appendChild(el("pre", { text: txt(c.state) })); }
     if (c.replays && c.replays.length) {
       panel.appendChild(el("h3", { text: "Replays" }));
