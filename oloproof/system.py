@@ -115,6 +115,11 @@ def tool(fn: Callable | None = None, *, name: str | None = None, kind: str = "to
     and re-raised unchanged. Outside a case the decorated function behaves exactly like the
     bare function. ``kind="model"`` marks a model call: one ``decision`` step with its arguments
     and result, on the same replay tape as the tools (and not counted as a tool call).
+
+    In a case that declares a ``fault`` (docs/fault-injection.md), the faulted call returns
+    :func:`fault_result` instead — without running the tool, or, for
+    ``timeout_after_effect``, after running it — and its ``tool_result`` step records that
+    value with the fault's kind. Model calls are never faulted.
     """
     if kind not in ("tool", "model"):
         raise RecordError(f"@tool(kind=...) must be 'tool' or 'model', got {kind!r}")

@@ -392,6 +392,20 @@ def test_the_control_replay_of_a_faulted_case_is_faithful(cli, tmp_path, cid, sp
     assert by[cid]["verdict"] in ("pass", "fail")
 
 
+def test_a_fault_before_the_checkpoint_comes_from_the_tape(cli, tmp_path):
+    """The faulted charge is before the checkpoint (escalate's): the tape answers it with the
+    faulted result, and the fault is not applied a second time to a later call."""
+    p = project(tmp_path, cases=[c for c in CASES if c["id"] == "escalates"])
+    db = run(cli, p)
+    by = replay(cli, p, "escalate:error", db)
+    assert by["escalates"]["control"] == {"faithful": True, "first_difference": None}
+    assert by["escalates"]["checkpoint"]["step_index"] == 5  # lookup, charge, then escalate
+    v = fault_replay_view(db, "escalates", "error")
+    assert plain(v.state)["ledger"] == [{"key": "escalates-0", "amount": 10}]
+    charge = [s for s in v.trajectory.steps if s.kind == "tool_result" and s.tool_name == "charge"]
+    assert [s.fault for s in charge] == ["timeout_after_effect"]
+
+
 def test_the_run_judges_faulted_cases_with_faithful_replays(cli, tmp_path):
     """The run's own fault_recovery replays (lookup:error) of every faulted case are trusted."""
     p = project(tmp_path)
@@ -413,3 +427,55 @@ def test_derived_cases_keep_the_fault(tmp_path):
                                               validity_labels="l.jsonl", minimum_validity=0.5))
     assert derived.fault == source.fault
     assert derived.fingerprint == case_fingerprint({"m": "hi!"}, {"ledger": []}, {}, source.fault)
+
+
+GATHER_APP = '''\
+import asyncio
+
+from oloproof import Stateful, current_case, system, tool
+
+
+@system(name="pay", version="1", records=("agent_trajectory/v1", "environment_state/v1"))
+class Desk(Stateful):
+    def reset(self, state):
+        self.state = state
+
+    def snapshot(self):
+        return self.state
+
+    @tool
+    async def lookup(self, order_id):
+        await asyncio.sleep(0.01)
+        return {"order_id": order_id, "amount": 10}
+
+    @tool
+    async def charge(self, key, amount):
+        self.state.setdefault("ledger", []).append({"key": key, "amount": amount})
+        return {"charged": amount, "key": key}
+
+    async def __call__(self, case):
+        a, b = await asyncio.gather(self.lookup(case.id), self.charge(case.id, 10))
+        current_case().finish("failure" if "error" in b else "success")
+        return {"got": [a, b]}
+'''
+
+
+def test_faults_in_concurrent_tasks_record_and_replay(cli, tmp_path):
+    """A case whose agent runs concurrent tasks: the fault applies in its task, the control
+    replay re-applies it, and a timeout_after_effect replay runs the call in its task."""
+    p = project(tmp_path, app=GATHER_APP, config=CONFIG.replace("tool: lookup", "tool: charge"),
+                cases=[case("a"), case("b", {"tool": "charge", "kind": "timeout_after_effect"}),
+                       case("c", {"tool": "charge", "kind": "denied"})])
+    db = run(cli, p)
+    views = case_views(db)
+    assert plain(views["b"].state) == {"ledger": [{"key": "b", "amount": 10}]}
+    assert plain(views["b"].output)["got"][1] == TIMEOUT and views["b"].fault_fired
+    assert plain(views["c"].state) == {"ledger": []} and views["c"].fault_fired
+    [step] = faulted_steps(views["c"])
+    assert step.branch is not None and step.fault == "denied"
+    by = replay(cli, p, "charge:timeout_after_effect", db)
+    assert all(c["control"]["faithful"] for c in by.values()), by
+    for cid in ("a", "c"):
+        v = fault_replay_view(db, cid, "timeout_after_effect")
+        assert plain(v.state) == {"ledger": [{"key": cid, "amount": 10}]}
+        assert plain(v.output)["got"][1] == TIMEOUT
