@@ -294,3 +294,32 @@ def test_view_serves_on_localhost(cli, tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_the_three_kinds_of_evidence_stand_side_by_side(cli, tmp_path, served, driver):
+    """The release-gate example: transcript, effects and outcome in three columns of the case
+    panel, the class with its repair hint, and the run's class distribution."""
+    from selenium.webdriver.common.by import By
+
+    p = tmp_path / "gate"
+    assert cli("init", "--example", "release-gate", str(p)).exit_code == 0
+    assert cli("run", cwd=p).exit_code == 1
+    assert cli("view", "latest", "--out", str(tmp_path / "report"), cwd=p).exit_code == 0
+    url = served(tmp_path / "report")
+    driver.get(url)
+    wait(driver, "#release table")
+    assert "response_only_false_passes: 2" in driver.find_element(By.ID, "false-passes").text
+    classes = {r.find_elements(By.TAG_NAME, "td")[0].text: r.find_elements(By.TAG_NAME, "td")[1].text
+               for r in driver.find_elements(By.CSS_SELECTOR, "#release tbody tr")}
+    assert classes["FAIL_DUPLICATE_EFFECT"] == "1" and classes["PASS"] == "1" and len(classes) == 8
+    driver.get("about:blank")
+    driver.get(url + "#case=duplicate-effect")
+    wait(driver, "#panel .evidence")
+    columns = driver.find_elements(By.CSS_SELECTOR, "#panel .evidence .evidence-col")
+    assert [c.find_element(By.TAG_NAME, "h4").text for c in columns] == ["Transcript", "Effects", "Outcome"]
+    tops = {round(c.rect["y"]) for c in columns}
+    assert len(tops) == 1  # side by side, not stacked
+    assert "success" in columns[0].text  # the agent said it was done…
+    assert "charge 2 2" in " ".join(columns[1].text.split())  # …while the payment applied twice
+    assert "release class: FAIL_DUPLICATE_EFFECT" in columns[2].text
+    assert "repair: keep one logical operation identity" in columns[2].text
