@@ -236,8 +236,8 @@ BOOLEANS = [
     ("release.yaml", "max_failures: 0", "no_regression: {baseline: 'version:v1', max_p: true}",
      "rules[0].no_regression.max_p"),
 ]
-COVERED = {"min_slice_support", "timeout", "quantile", "minimum_validity", "max_failures",
-           "min_lower_bound", "min_rate", "max_regressions", "max_p"}
+COVERED = {"min_slice_support", "timeout", "trials", "quantile", "minimum_validity", "max_failures",
+           "min_lower_bound", "min_rate", "max_regressions", "max_p", "min_pass_hat_k"}
 
 
 @pytest.mark.parametrize("file,old,new,field", BOOLEANS)

@@ -70,12 +70,15 @@ class RunEvidence:
 
 
 def accumulator(run: StoredRun, suite: SuiteEvaluation, keep_cases: bool) -> Accumulator:
-    # a run recorded with transforms holds clusters, whatever the configuration says now
+    # a run recorded with transforms (or trials) holds clusters, whatever the configuration
+    # says now: the trials of a case, with its derived cases' trials, are one cluster
     metamorphic = run.started.config["oloproof"].get("metamorphic")
-    if not metamorphic:
+    trials = int(run.started.config["oloproof"].get("trials", 1))
+    if not metamorphic and trials == 1:
         return Accumulator(suite, keep_cases=keep_cases, multi=set())
-    return Accumulator(suite, keep_cases=keep_cases, multi=None,
-                       cluster_size=1 + len(metamorphic.get("transforms", [])))
+    transforms = len(metamorphic.get("transforms", [])) if metamorphic else 0
+    return Accumulator(suite, keep_cases=keep_cases, multi=None, cluster_size=trials * (1 + transforms),
+                       trials=trials)
 
 
 def evaluate_run(store: EventStore, run_id: str, suite: SuiteEvaluation, keep_cases: bool = True,

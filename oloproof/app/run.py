@@ -15,6 +15,12 @@ replay a recorded one — taking their results in whatever order they finish:
 
 Results do not depend on the executor or on the order cases finish in. ``--resume`` walks the
 same suite: a case already committed is read back and goes on from step 2.
+
+With ``trials: k`` (or ``--trials k``) > 1 every case runs k times, each trial its own
+recording from the case's ``initial_state`` (its own sandbox reset) and its own stream
+``<run_id>/<case_id>/<t>`` (``CaseStarted.trial`` = t; the fingerprint is the case's). The
+trials of a case — and of its derived cases, trial t paired with its source's trial t — are
+one cluster; ``--resume`` records the trials not yet committed, and only those.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from oloproof.app.project import LoadedSystem, Project, check_case_faults
 from oloproof.app.projections import case_rows, evaluation_key, run_row
 from oloproof.app.runs import load_run
 from oloproof.config.cases import SuiteCase, SuiteInfo
+from oloproof.config.limits import trial_case_id
 from oloproof.errors import Interrupted, OloproofError, UsageError
 from oloproof.evaluate.engine import Accumulator, CaseResult, Summary
 from oloproof.app.audit import seal
@@ -163,7 +170,8 @@ class _Driver:
         started = RunStarted(
             run_id=run_id, system_name=s.name, system_version=s.version, records=list(s.factory.records),
             config=p.stored_config, config_digest=p.config_digest, cases_path=p.cases_label,
-            suite_digest=info.digest, case_count=info.count, started_at=self.clock(), durability=durability,
+            # the case streams the run will hold: every trial of every case
+            suite_digest=info.digest, case_count=info.count * p.trials, started_at=self.clock(), durability=durability,
             code_digest=s.code_digest, previous_seal=latest_seal(self.store),
         )
         self.store.commit([StreamAppend(run_id, 0, [encode(started)], [tag_of(started)])],
@@ -206,19 +214,22 @@ class _Driver:
         self._job_ids += 1
         self.executor.submit(Job(self._job_ids, kind, arg, self.timeout, tag, units))
 
-    def _work(self, resuming: bool) -> Iterator[tuple[int, SuiteCase] | None]:
-        """The suite's cases in order; on resume, a committed case is taken up where it is
-        (``None`` is yielded for it, so that the loop checks the executor's capacity again)."""
+    def _work(self, resuming: bool) -> Iterator[tuple[int, SuiteCase, int | None] | None]:
+        """The suite's cases in order (each case's trials in turn); on resume, a committed case
+        (trial) is taken up where it is (``None`` is yielded for it, so that the loop checks
+        the executor's capacity again)."""
+        k = self.project.trials
         for position, sc in enumerate(self.project.suite_cases):
-            if resuming:
-                stream = f"{self.run_id}/{sc.id}"
-                stored = self.store.read_stream(stream)
-                if stored:
-                    payloads = [e.payload for e in stored]
-                    self._recorded(fold_case(decode_stream(stream, payloads), stream), payloads)
-                    yield None
-                    continue
-            yield position, sc
+            for trial in range(1, k + 1) if k > 1 else (None,):
+                if resuming:
+                    stream = f"{self.run_id}/{trial_case_id(sc.id, trial)}"
+                    stored = self.store.read_stream(stream)
+                    if stored:
+                        payloads = [e.payload for e in stored]
+                        self._recorded(fold_case(decode_stream(stream, payloads), stream), payloads)
+                        yield None
+                        continue
+                yield position, sc, trial
 
     def loop(self, resuming: bool) -> None:
         executor = self.executor
@@ -232,8 +243,8 @@ class _Driver:
                     exhausted = True
                     break
                 if item is not None:
-                    position, sc = item  # type: ignore[misc]
-                    args = CaseArgs(self.run_id, position, sc)
+                    position, sc, trial = item  # type: ignore[misc]
+                    args = CaseArgs(self.run_id, position, sc, trial)
                     if self.judge_remotely:
                         self._job(JUDGE_JOB, JudgeArgs(args, self.project.config_digest, self.key))
                     else:
@@ -272,12 +283,12 @@ class _Driver:
             judged = done.result if kind is JUDGE_JOB else None
             rec = judged.record if judged is not None else done.result
             if judged is not None and judged.case_row is not None and judged.result is not None:
-                self._judged(judged, done.job.arg.case.position)
+                self._judged(judged, done.job.arg.case)
             else:
                 stream = f"{self.run_id}/{rec.case_id}"
                 self._recorded(fold_case(decode_many(rec.payloads), stream), rec.payloads)
 
-    def _judged(self, judged: Any, position: int) -> None:
+    def _judged(self, judged: Any, args: CaseArgs) -> None:
         """A case judged where it ran: count it (its events are committed)."""
         row = tuple(judged.case_row)
         case_id, error = row[1], row[6]
@@ -285,10 +296,12 @@ class _Driver:
             self.errors += 1
             if len(self.messages) < 5:
                 self.messages.append(error if error.startswith("case ") else f"case {case_id!r}: {error}")
-        result = judged.case_result(position)
+        result = judged.case_result(args.position)
+        if args.trial is not None:
+            result = dataclasses.replace(result, trial=args.trial)
         rows: dict[str, list[tuple]] = {"cases": [row], "evaluations": []}
         if judged.result is not None:
-            rows["evaluations"].append((self.run_id, self.key, case_id, position, judged.result))
+            rows["evaluations"].append((self.run_id, self.key, case_id, args.position, judged.result))
         self._count(result, rows)
 
     def _recorded(self, view: CaseView, payloads: list[bytes]) -> None:
@@ -357,13 +370,15 @@ def run_suite(project: Project, system: LoadedSystem, store: EventStore, info: S
               executor: Executor | None = None, resume: str | None = None, durability: str = "full",
               progress: Progress | None = None, keep_cases: bool = True,
               on_case: Callable[[CaseResult], None] | None = None,
-              clock: Callable[[], str] = utc_now) -> RunOutcome:
+              clock: Callable[[], str] = utc_now, trials: int | None = None) -> RunOutcome:
     """Run (or, with ``resume``, finish) a run of ``project``'s suite on ``executor``.
 
     With ``keep_cases=False`` the outcome's summary has no per-case list and memory does not
     grow with the suite; ``on_case`` receives each case's result as it is judged (in the
-    order cases finish)."""
+    order cases finish). ``trials`` (``--trials``) overrides ``trials:`` of the configuration;
+    a resumed run keeps its own."""
     executor = executor or SerialExecutor()
+    _set_trials(project, store, resume, trials)
     system.factory.check_slots(executor.slots_per_process)
     check_case_faults(info, system)  # a fault on a tool the system does not have: exit 2
     driver = _Driver(project, system, store, executor, keep_cases=keep_cases, progress=progress,
@@ -383,12 +398,15 @@ def run_suite(project: Project, system: LoadedSystem, store: EventStore, info: S
         else:
             driver.run_id = resume
             driver.resume(resume, info)
-        driver.total = info.count
+        k = project.trials
+        driver.total = info.count * k
+        # the trials of a case, with its derived cases' trials, are one cluster
         driver.acc = Accumulator(project.suite, keep_cases=keep_cases,
-                                 multi=None if driver.transforms else set(),
-                                 cluster_size=1 + driver.transforms if driver.transforms else None)
+                                 multi=None if driver.transforms or k > 1 else set(),
+                                 cluster_size=k * (1 + driver.transforms) if driver.transforms or k > 1 else None,
+                                 trials=k)
         if progress:
-            progress(0, info.count)
+            progress(0, driver.total)
         # cases that run in this process cannot end it: os._exit errors the case instead
         with contextlib.nullcontext() if executor.remote else contained_exit():
             driver.loop(resuming=resume is not None)
@@ -409,9 +427,25 @@ def run_suite(project: Project, system: LoadedSystem, store: EventStore, info: S
 
         evidence = regression_evidence(store, load_run(store, driver.run_id), project.suite,
                                        driver.acc.tracked_verdicts)
-    summary = driver.acc.summary(expected=info.count, complete=True, regressions=evidence)
+    summary = driver.acc.summary(expected=driver.total, complete=True, regressions=evidence)
     return RunOutcome(driver.run_id, system.name, system.version, summary, driver.errors,
                       resume is not None, executor.describe(), driver.messages, sealed.digest, notes)
+
+
+def _set_trials(project: Project, store: EventStore, resume: str | None, trials: int | None) -> None:
+    """The run's trials per case: ``--trials``, else the configuration's; a resumed run keeps
+    the trials it started with (``--trials`` must then agree)."""
+    if resume is not None:
+        from oloproof.app.project import stored_trials
+
+        started = load_run(store, resume).started
+        recorded = stored_trials(started.config)
+        if trials is not None and trials != recorded:
+            raise UsageError(f"--trials {trials}: run {resume!r} runs each case {recorded} "
+                             f"{'time' if recorded == 1 else 'times'}; resume it without --trials")
+        trials = recorded
+    if trials is not None and trials != project.trials:
+        project.set_trials(trials)
 
 
 def latest_seal(store: EventStore) -> str:

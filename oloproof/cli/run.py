@@ -34,11 +34,14 @@ def executor_options(fn: Callable) -> Callable:
               help="full: a committed case survives power loss. normal: faster; survives a crash only.")
 @click.option("--project", "project_dir", default=".", type=click.Path(file_okay=False, exists=True),
               help="Project folder holding oloproof.yaml.")
+@click.option("--trials", type=int, metavar="K",
+              help="Run every case K times (overrides trials: in oloproof.yaml); criteria then report "
+                   "pass^K beside the rate. A resumed run keeps its own.")
 @executor_options
 @handled
 def command(json_path: str | None, db: str | None, resume: str | None, durability: str,
-            project_dir: str, concurrency: int | None, workers: int | None, executor: str | None,
-            scheduler: str | None) -> None:
+            project_dir: str, trials: int | None, concurrency: int | None, workers: int | None,
+            executor: str | None, scheduler: str | None) -> None:
     """Run every case of the suite against the system, evaluate and gate.
 
     Cases run one at a time unless you ask for more: --concurrency N (in this process),
@@ -65,6 +68,12 @@ def command(json_path: str | None, db: str | None, resume: str | None, durabilit
     with quiet:
         with interruptible():  # Ctrl-C stops the command, whatever it is doing (an import included)
             pool = make_executor(concurrency=concurrency, workers=workers, executor=executor, scheduler=scheduler)
+            if trials is not None:
+                from oloproof.config.models import MAX_TRIALS
+                from oloproof.errors import UsageError
+
+                if not 1 <= trials <= MAX_TRIALS:
+                    raise UsageError(f"--trials {trials}: must be between 1 and {MAX_TRIALS}")
             if json_path:
                 check_output_path(json_path)
             project = load_project(project_dir)
@@ -81,7 +90,7 @@ def command(json_path: str | None, db: str | None, resume: str | None, durabilit
                 with _progress(out, info.count) as progress:
                     outcome = run_suite(project, system, store, info, executor=pool, resume=resume,
                                         durability=durability, progress=progress, keep_cases=False,
-                                        on_case=results.add if results else None)
+                                        on_case=results.add if results else None, trials=trials)
             except (Interrupted, KeyboardInterrupt) as e:
                 run_id = getattr(e, "run_id", "") or ""
                 if run_id:
@@ -139,7 +148,8 @@ class _progress:
 
         def update(done: int, total: int) -> None:
             speed = self.bar.tasks[0].speed  # type: ignore[union-attr]
-            self.bar.update(task, completed=done, rate=f"{speed:,.0f} cases/s" if speed else "")  # type: ignore[union-attr]
+            self.bar.update(task, completed=done, total=total,  # type: ignore[union-attr]
+                            rate=f"{speed:,.0f} cases/s" if speed else "")
 
         return update
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from oloproof.config.limits import split_trial
 from oloproof.config.locate import Locator, did_you_mean, validate_model
 from oloproof.config.models import ProjectConfig, ReleaseConfig
 from oloproof.errors import ConfigError
@@ -41,6 +42,9 @@ class CaseResult:
     #: the agent declared success (terminal status); kept only when a release_class criterion
     #: is judged: with a FAIL_* class it is a response-only false pass
     claimed: bool = False
+    #: which trial of the case (1…k under ``trials: k``; its id is then ``c/t``, its cluster
+    #: the case ``c``); None for a single trial
+    trial: int | None = None
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,10 @@ class Summary:
     complete: bool = True
     cases_committed: int = 0
     cases_expected: int = 0
+    #: trials per case (``trials: k``); with k > 1, each criterion's pass^k (a
+    #: :class:`~oloproof.stats.passk.PassHatK`) by criterion name
+    trials: int = 1
+    pass_hat_k: dict[str, Any] = field(default_factory=dict)
 
 
 class SuiteEvaluation:
@@ -148,6 +156,9 @@ class SuiteEvaluation:
                 verdict = e.evaluate(case)
             verdicts.append(verdict)
         cluster = case.cluster
+        trial = case.started.trial if case.started is not None else None
+        if trial is not None:  # the trials of a case (and of its derived cases) are one cluster
+            cluster = split_trial(cluster)[0]
         return CaseResult(
             case.case_id,
             case.position,
@@ -159,15 +170,16 @@ class SuiteEvaluation:
             case.fingerprint,
             self.release_criterion is not None and case.trajectory is not None
             and case.trajectory.terminal_status == "success",
+            trial=trial,
         )
 
     def summarize(self, results: Iterable[CaseResult]) -> Summary:
         """Aggregate results held in memory (every case kept for the report)."""
-        ordered = sorted(results, key=lambda r: r.position)
-        # clusters with more than one case: a source and its derived cases. Every other case
-        # is its own cluster and only counted.
+        ordered = sorted(results, key=_order)
+        # clusters with more than one case: a source and its derived cases (and the trials of
+        # a case). Every other case is its own cluster and only counted.
         multi = {r.cluster for r in ordered if r.cluster is not None}
-        acc = Accumulator(self, keep_cases=True, multi=multi)
+        acc = Accumulator(self, keep_cases=True, multi=multi, trials=max([r.trial or 1 for r in ordered] + [1]))
         for r in ordered:
             acc.add(r)
         return acc.summary()
@@ -176,18 +188,33 @@ class SuiteEvaluation:
 _KIND = {"pass": 0, "fail": 1, "missing": 2, "excluded": 3}
 
 
+def _order(r: CaseResult) -> tuple[int, int]:
+    """Suite order: by position, the trials of a case in turn."""
+    return r.position, r.trial or 0
+
+
 class Accumulator:
     """Aggregates case results one at a time into criteria, metric and slice rows and the
     gate, so a run need not hold its cases: with ``keep_cases=False`` memory does not grow
     with the suite beyond the numbers quantiles need.
 
     ``multi``: the clusters that hold several cases, or ``None`` to track every case's cluster
-    (a suite with transforms, where any source may have derived cases).
+    (a suite with transforms, where any source may have derived cases, or trials).
+
+    ``trials``: trials per case (``trials: k``). With k > 1 every criterion also gets its
+    pass^k (:mod:`oloproof.stats.passk`): a case's trials are counted together until its k-th
+    arrives, then only their (passed, observed, missing) counts are kept, as one count per
+    distinct triple — memory stays flat.
     """
 
     def __init__(self, suite: "SuiteEvaluation", *, keep_cases: bool = True, multi: set[str] | None = None,
-                 cluster_size: int | None = None):
+                 cluster_size: int | None = None, trials: int = 1):
         self.suite = suite
+        self.trials = trials
+        #: pass^k: case id -> [trials seen, [passed, observed, missing] per criterion] until
+        #: the case's k trials are in; then, per criterion, (passed, observed, missing) -> cases
+        self._units: dict[str, list[Any]] = {}
+        self._passk: list[dict[tuple[int, int, int], int]] = [{} for _ in suite.criteria]
         #: cases in a complete cluster (a source and one derived case per transform), when
         #: known: a complete cluster is folded into sums, so memory stays flat
         self.cluster_size = cluster_size
@@ -223,8 +250,8 @@ class Accumulator:
             self.release_classes[label] = self.release_classes.get(label, 0) + 1
             if kind == "fail" and r.claimed:
                 self.false_passes += 1
-        if r.cluster is None:
-            self.sources += 1
+        if r.cluster is None or (r.trial == 1 and split_trial(r.case_id) == (r.cluster, 1)):
+            self.sources += 1  # a source case (its first trial)
         cluster = r.cluster or r.case_id
         key = cluster if (self.multi is None or cluster in self.multi) else None
         kinds = tuple([_KIND[v[0]] for v in r.verdicts])
@@ -241,17 +268,19 @@ class Accumulator:
             else:
                 counts = self.values[k]
                 counts[v] = counts.get(v, 0) + 1
-        if "~" in r.case_id:
+        if "~" in r.case_id and (r.trial or 1) == 1:  # a pair is counted once, whatever its trials
             name = r.case_id.rsplit("~", 1)[1]
             if name in self.pairs:
                 counts = self.pairs[name]
                 counts[0] += 1
-                label = self.suite.labels.get(name, {}).get(r.case_id)
+                label = self.suite.labels.get(name, {}).get(split_trial(r.case_id)[0])
                 if label is not None:
                     counts[1] += 1
                     counts[2] += label
         if self.cases is not None:
             self.cases.append(r)
+        if self.trials > 1 and r.trial is not None:
+            self._trial(split_trial(r.case_id)[0], kinds)
         if key is not None and self.cluster_size:
             seen = self._seen[key] = self._seen.get(key, 0) + 1
             if seen >= self.cluster_size:
@@ -261,6 +290,44 @@ class Accumulator:
                 for per in self.slice_tallies.values():
                     for tally in per:
                         tally.close(key)
+
+    def _trial(self, unit: str, kinds: tuple) -> None:
+        """Count one trial of case ``unit`` for pass^k."""
+        entry = self._units.get(unit)
+        if entry is None:
+            entry = self._units[unit] = [0, [[0, 0, 0] for _ in kinds]]
+        entry[0] += 1
+        for c, t in zip(entry[1], kinds):
+            if t == 0:
+                c[0] += 1
+                c[1] += 1
+            elif t == 1:
+                c[1] += 1
+            elif t == 2:
+                c[2] += 1
+        if entry[0] >= self.trials:
+            self._fold_unit(self._units.pop(unit)[1])
+
+    def _fold_unit(self, counts: list[list[int]], times: int = 1) -> None:
+        for per, c in zip(self._passk, counts):
+            triple = (c[0], c[1], c[2])
+            per[triple] = per.get(triple, 0) + times
+
+    def _pass_hat_k(self, unrecorded: int) -> dict[str, Any]:
+        """Each criterion's pass^k. A case whose trials are not all in has the others
+        missing; ``unrecorded`` trials not accounted for so are whole cases, all missing."""
+        from oloproof.stats.passk import pass_hat_k_summary
+
+        k = self.trials
+        open_missing = 0
+        for seen, counts in self._units.values():
+            open_missing += k - seen
+            self._fold_unit([[c[0], c[1], c[2] + k - seen] for c in counts])
+        self._units = {}
+        whole = max(0, unrecorded - open_missing) // k
+        if whole:
+            self._fold_unit([[0, 0, k] for _ in self.suite.criteria], whole)
+        return {name: pass_hat_k_summary(self._passk[i], k) for i, name in enumerate(self.suite.criteria)}
 
     def _tally(self, key: str | None, groups: tuple, kinds: tuple, times: int = 1) -> None:
         for tally, t in zip(self.crit, kinds):
@@ -291,6 +358,7 @@ class Accumulator:
         suite = self.suite
         committed = self.count
         unrecorded = max(0, (expected or 0) - committed)
+        pass_hat_k = self._pass_hat_k(unrecorded) if self.trials > 1 else {}
         if unrecorded:
             self.count += unrecorded  # once: a second summary adds nothing more
             self._tally(None, (None,) * len(suite.slices), (_KIND["missing"],) * len(suite.criteria), unrecorded)
@@ -322,13 +390,15 @@ class Accumulator:
                 unchecked={c for c in suite.criteria if suite.relation_transform(c) in unchecked},
                 incomplete=None if complete else (committed, max(committed, expected or 0)),
                 regressions=dict(regressions or {}),
+                pass_hat_k=pass_hat_k,
             )
             gate = judge_gate(suite.release, criteria, context)
-        cases = sorted(self.cases, key=lambda r: r.position) if self.cases is not None else []
+        cases = sorted(self.cases, key=_order) if self.cases is not None else []
         release = self._release is not None
         return Summary(criteria, metrics, slice_rows, gate, cases, self.sources, checks,
                        dict(self.release_classes) if release else None, self.false_passes if release else None,
-                       complete, committed, max(committed, expected or committed))
+                       complete, committed, max(committed, expected or committed),
+                       trials=self.trials, pass_hat_k=pass_hat_k)
 
 
 class _Tally:

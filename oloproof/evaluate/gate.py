@@ -7,6 +7,11 @@ Rule kinds:
   is ``INSUFFICIENT_EVIDENCE`` (``missing_cases``): missing is never counted as passed.
 * ``min_lower_bound`` — the interval's low end (missing cases in the denominator).
 * ``min_rate`` — the point rate over observed cases.
+* ``min_pass_hat_k`` — the low end of the criterion's pass^k interval, in a run with
+  ``trials: k`` > 1 (:mod:`oloproof.stats.passk`): every case must pass all k of its trials.
+  The trials of a case are clustered data, so, like the interval rules on clustered cases, it
+  needs ``allow_approximate_methods: true`` and at least 20 source clusters (cases); a run of
+  one trial per case has no pass^k (``single_trial``).
 
 Before any of that: a rule over a metamorphic relation whose transform the validity labels do
 not vouch for is ``INSUFFICIENT_EVIDENCE`` (``transform_not_checked``); a rule on the interval
@@ -70,6 +75,9 @@ class GateContext:
     #: rule name -> the flips of its criterion against its baseline (None: no baseline found),
     #: for the ``no_regression`` rules (see oloproof.evaluate.compare)
     regressions: dict[str, RegressionEvidence | None] = field(default_factory=dict)
+    #: criterion -> its pass^k (a :class:`~oloproof.stats.passk.PassHatK`), in a run with
+    #: trials > 1, for the ``min_pass_hat_k`` rules
+    pass_hat_k: dict[str, Any] = field(default_factory=dict)
 
 
 def _pct(x: float, down: bool) -> str:
@@ -107,6 +115,8 @@ def _judge_rule(rule: Rule, row: RateInterval, context: GateContext) -> RuleResu
                           f"{context.source_clusters} source clusters < {MIN_CLUSTERS} needed")
     if kind == "no_regression":
         return _no_regression(rule, context, result)
+    if kind == "min_pass_hat_k":
+        return _min_pass_hat_k(rule, context, result)
     if kind == "max_failures":
         if row.observed + row.missing == 0:
             return result("INSUFFICIENT_EVIDENCE", "no_observations", "no case observed")
@@ -132,6 +142,27 @@ def _judge_rule(rule: Rule, row: RateInterval, context: GateContext) -> RuleResu
     if row.rate >= rule.min_rate:  # type: ignore[operator]
         return result("PASS", None, f"rate {_pct(row.rate, True)} ≥ {threshold}")
     return result("FAIL", "rate_below_threshold", f"rate {_pct(row.rate, False)} < {threshold}")
+
+
+def _min_pass_hat_k(rule: Rule, context: GateContext, result: Any) -> RuleResult:
+    """The low end of the pass^k interval: every one of a case's k trials must pass."""
+    ph = context.pass_hat_k.get(rule.criterion)
+    if ph is None:
+        return result("INSUFFICIENT_EVIDENCE", "single_trial",
+                      "pass^k needs several trials per case (trials: k > 1); this run ran each case once")
+    if not context.allow_approximate_methods:
+        return result("INSUFFICIENT_EVIDENCE", "approximate_methods_not_allowed",
+                      f"pass^{ph.k} is over clustered trials: it needs allow_approximate_methods: true")
+    if context.source_clusters < MIN_CLUSTERS:
+        return result("INSUFFICIENT_EVIDENCE", "too_few_clusters",
+                      f"{context.source_clusters} source clusters < {MIN_CLUSTERS} needed")
+    if ph.low is None:
+        return result("INSUFFICIENT_EVIDENCE", "no_observations", f"no case with {ph.k} trials observed")
+    threshold = f"{rule.min_pass_hat_k * 100:g} %"  # type: ignore[operator]
+    said = f"pass^{ph.k} low {_pct(ph.low, True)}"
+    if ph.low >= rule.min_pass_hat_k:  # type: ignore[operator]
+        return result("PASS", None, f"{said} ≥ {threshold}")
+    return result("FAIL", "pass_hat_k_below_threshold", f"{said} < {threshold}")
 
 
 def _no_regression(rule: Rule, context: GateContext, result: Any) -> RuleResult:

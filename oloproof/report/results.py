@@ -30,9 +30,23 @@ def case_entry(criteria: list[str], c: CaseResult) -> dict[str, Any]:
     for name, (verdict, reason) in zip(criteria, c.verdicts):
         verdicts[name] = {"verdict": verdict} if reason is None else {"verdict": verdict, "reason": reason}
     entry: dict[str, Any] = {"case_id": c.case_id, "verdicts": verdicts}
+    if c.trial is not None:  # trials: k > 1 (the case id is then ``<case>/<trial>``)
+        entry["trial"] = c.trial
     if c.paths:
         entry["paths"] = [msgspec.to_builtins(p) for p in c.paths]
     return entry
+
+
+def _pass_hat_k(ph: Any) -> dict[str, Any]:
+    """A criterion's pass^k (runs with trials > 1; see oloproof.stats.passk): the point value
+    over the cases with all k trials observed, its interval (missing trials as failures / as
+    passes), the cases behind it and the cases by number of passing trials (0…k)."""
+    return {
+        "k": ph.k, "pass_hat_k": _num(ph.value), "pass_hat_k_low": _num(ph.low), "pass_hat_k_high": _num(ph.high),
+        "pass_hat_k_method": ph.method, "pass_hat_k_cases": ph.cases, "pass_hat_k_missing": ph.missing,
+        "pass_hat_k_short": ph.short, "pass_hat_k_excluded": ph.excluded,
+        "passing_trials": list(ph.passing_trials),
+    }
 
 
 def results_dict(run_id: str, system_name: str, system_version: str, suite: SuiteEvaluation,
@@ -45,6 +59,7 @@ def results_dict(run_id: str, system_name: str, system_version: str, suite: Suit
             "criterion": name, "passed": r.passed, "observed": r.observed, "missing": r.missing,
             "excluded": r.excluded, "rate": _num(r.rate), "low": _num(r.low), "high": _num(r.high),
             "method": r.method, **({"clusters": r.clusters} if r.approximate else {}),
+            **(_pass_hat_k(summary.pass_hat_k[name]) if name in summary.pass_hat_k else {}),
         })
     metrics = []
     for m in summary.metrics:
@@ -111,13 +126,13 @@ class ResultsFile:
         self.path = path
         self.criteria = criteria
         self._spool = tempfile.TemporaryFile(mode="w+b")
-        self._index: list[tuple[int, int, int]] = []  # (position, offset, length): 24 bytes a case
+        self._index: list[tuple[int, int, int, int]] = []  # (position, trial, offset, length): 32 bytes a case
 
     def add(self, result: CaseResult) -> None:
         data = json.dumps(case_entry(self.criteria, result), indent=2, ensure_ascii=False).encode()
         offset = self._spool.tell()
         self._spool.write(data)
-        self._index.append((result.position, offset, len(data)))
+        self._index.append((result.position, result.trial or 0, offset, len(data)))
 
     def write(self, document: dict[str, Any]) -> None:
         """Write the document; its ``cases`` are the entries added, in suite order."""
@@ -145,7 +160,7 @@ class ResultsFile:
     def _emit(self, out: Any, head: str, tail: str) -> None:
         out.write(head.encode())
         out.write(b"[")
-        for i, (_, offset, length) in enumerate(self._index):
+        for i, (_, _, offset, length) in enumerate(self._index):
             self._spool.seek(offset)
             entry = self._spool.read(length)
             out.write(b"\n    " if i == 0 else b",\n    ")

@@ -209,6 +209,28 @@ def criteria_table(summary: Summary) -> Grid:
     return t
 
 
+def pass_hat_k_parts(summary: Summary) -> list[Any]:
+    """With ``trials: k`` > 1: each criterion's pass^k — the chance that all k trials of a case
+    pass — with its interval and the cases by number of passing trials."""
+    k = summary.trials
+    t = Grid(("criterion", "key"), (f"pass^{k}", "key"), ("interval", "key"), ("trials passed: cases", "text"))
+    for name, ph in summary.pass_hat_k.items():
+        interval = "no observations" if ph.low is None or ph.high is None else \
+            "[{:.1f}%, {:.1f}%]".format(*round_outward(ph.low, ph.high))
+        spread = " ".join(f"{j}:{n}" for j, n in enumerate(ph.passing_trials))
+        evidence = f"{spread} · {plural(ph.cases, 'case')} with {k} observed trials"
+        if ph.missing:
+            evidence += f" · {ph.missing} with missing trials"
+        if ph.short:
+            evidence += f" · {ph.short} with fewer than {k} that apply"
+        if ph.excluded:
+            evidence += f" · {ph.excluded} excluded"
+        if ph.method != "clopper_pearson_cases":
+            evidence += f" · {ph.method}"
+        t.add_row(name, pct(ph.value), interval, evidence)
+    return [Text(f"pass^{k} (all {k} trials of a case pass; the rates above count trials)", style="bold"), t]
+
+
 _SINGULAR = {"steps": "step", "calls": "call"}
 
 
@@ -260,6 +282,8 @@ def exit_line(gate: Any) -> str:
 def summary_view(summary: Summary, *, run_id: str, system: str, min_support: int) -> Group:
     """A run's results as one renderable: criteria and metrics, slices, the gate."""
     parts: list[Any] = [Text(f"run {run_id} · {system}", style="bold"), criteria_table(summary)]
+    if summary.pass_hat_k:
+        parts += pass_hat_k_parts(summary)
     if summary.release_classes is not None:
         parts += release_summary(summary)
     if summary.slices:
