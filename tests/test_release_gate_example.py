@@ -89,3 +89,30 @@ def test_a_healthy_retry_is_a_pass(cli, tmp_path):
     assert data["cases"][0]["verdicts"]["release_class"] == {"verdict": "pass", "reason": "PASS"}
     show = " ".join(cli("show", "latest", "duplicate-effect", cwd=p).output.split())
     assert "charge: 2 attempts, 1 effect" in show
+
+
+def test_the_flaky_variant_shows_pass_hat_k_below_the_rate(cli, tmp_path):
+    p = tmp_path / "gate"
+    assert cli("init", "--example", "release-gate", str(p)).exit_code == 0
+    flaky = p / "flaky"
+    results = {}
+    for label, args in (("serial", []), ("workers", ["--workers", "2"])):
+        r = cli("run", "--project", str(flaky), "--db", str(tmp_path / f"{label}.db"), "--json",
+                str(tmp_path / f"{label}.json"), *args, cwd=flaky)
+        assert r.exit_code == 1, r.output
+        data = json.loads((tmp_path / f"{label}.json").read_text())
+        data.pop("run_id")
+        data.pop("log_digest")
+        results[label] = data
+    assert results["serial"] == results["workers"]
+    data = results["serial"]
+    row = next(r for r in data["criteria"] if r["criterion"] == "release_class")
+    assert row["k"] == 5 and row["observed"] == 100
+    assert row["pass_hat_k"] < row["rate"]  # retrying nothing, a user gets pass^5, not the rate
+    assert sum(row["passing_trials"]) == 20 and len(row["passing_trials"]) == 6
+    assert row["pass_hat_k"] == pytest.approx(row["passing_trials"][5] / 20)
+    rules = {r["name"]: r for r in data["gate"]["rules"]}
+    failing_trials = row["observed"] - row["passed"]
+    assert rules["release"]["detail"] == f"{failing_trials} failures > 0 allowed"  # trials, never averaged away
+    assert rules["reliable"]["status"] == "FAIL"
+    assert data["release"]["response_only_false_passes"] == failing_trials

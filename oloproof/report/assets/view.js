@@ -118,6 +118,14 @@
     });
     root.appendChild(el("section", { id: "criteria" }, [el("h2", { text: "Criteria" }),
       table(["criterion", "rate", "interval", "", "evidence"], rows)]));
+    var trials = s.criteria.filter(function (r) { return r.k; });
+    if (trials.length) {  // trials: k — pass^k beside the rate, and how many trials each case passed
+      root.appendChild(el("section", { id: "pass-hat-k" }, [el("h2", { text: "pass^" + trials[0].k + " (every trial of a case passes)" }),
+        table(["criterion", "pass^k", "interval", "cases by trials passed (0…k)"], trials.map(function (r) {
+          return [td(r.criterion), td(pct(r.pass_hat_k), "num"), td(outward(r.pass_hat_k_low, r.pass_hat_k_high) + " · " + r.pass_hat_k_method),
+                  td((r.passing_trials || []).map(function (n, i) { return i + ":" + n; }).join(" "))];
+        }))]));
+    }
     if (s.metrics.length) {
       root.appendChild(el("section", { id: "metrics" }, [el("h2", { text: "Metrics" }), table(["metric", "value", "interval", "evidence"],
         s.metrics.map(function (m) {
