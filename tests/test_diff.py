@@ -329,3 +329,15 @@ def test_a_tampered_baseline_decides_nothing(cli, project):
     rule = gate_rules(v2)["no-worse"]
     assert rule["status"] == "INSUFFICIENT_EVIDENCE" and rule["reason"] == "baseline_fails_audit", rule
     assert "case stream missing" in rule["detail"]
+
+
+def test_runs_with_other_trials_are_not_paired(cli, project):
+    add_rules(project, "{name: no-worse, criterion: answer_correct, no_regression: {baseline: version:v1, "
+                       "max_regressions: 0}}")
+    one = run(cli, project, "one")
+    r = cli("run", "--trials", "2", "--json", "two.json", cwd=project)
+    two = json.loads((project / "two.json").read_text())
+    rule = gate_rules(two)["no-worse"]
+    assert (rule["status"], rule["reason"]) == ("INSUFFICIENT_EVIDENCE", "baseline_not_comparable"), (rule, r.output)
+    d = cli("diff", one["run_id"], two["run_id"], cwd=project)
+    assert d.exit_code == 2 and "cannot be paired trial by trial" in d.output

@@ -617,3 +617,54 @@ def test_terminal_shows_pass_hat_k_within_80_columns(tmp_path):
     assert "pass^3" in text and "answer_correct" in text
     ph = outcome.summary.pass_hat_k["answer_correct"]
     assert f"0:{ph.passing_trials[0]} 1:{ph.passing_trials[1]}" in text
+
+
+def test_a_case_with_a_failing_trial_is_never_left_out():
+    """A failure beside excluded trials counts 0: skipping the question on the other trials
+    cannot hide it (found by attacking the first version)."""
+    from oloproof.stats.passk import pass_hat_k_summary
+
+    # 20 cases passed all 3 trials; 20 failed trial 1 and were excluded on trials 2 and 3
+    s = pass_hat_k_summary({(3, 3, 0): 20, (0, 1, 0): 20}, 3)
+    assert s.value == 0.5 and s.cases == 40 and s.short == 0
+    assert s.low < 0.5 < s.high
+    # without a failure, such a case cannot be estimated: left out, and said so
+    s = pass_hat_k_summary({(3, 3, 0): 20, (1, 1, 0): 20}, 3)
+    assert s.value == 1.0 and s.short == 20
+
+
+def test_replays_of_a_trial_meet_the_case_as_the_recording_did(cli, tmp_path):
+    """Under trials, a control replay gives the agent the case's own id and the trial it
+    replays (found by attacking the first version: the replay saw 'c/1' and no trial, and half
+    the controls came out unfaithful)."""
+    import json
+
+    from tests.conftest import EXAMPLES
+
+    import shutil
+
+    p = tmp_path / "flaky"
+    shutil.copytree(EXAMPLES / "release_gate" / "flaky", p, ignore=shutil.ignore_patterns("__pycache__", ".oloproof"))
+    cfg = p / "oloproof.yaml"
+    cfg.write_text(cfg.read_text().replace("  - {type: release_class}",
+                                           "  - {type: release_class}\n"
+                                           "  - {type: fault_recovery, tool: charge, fault: error}"))
+    r = cli("run", "--json", "r.json", cwd=p)
+    assert r.exit_code in (0, 1), r.output
+    data = json.loads((p / "r.json").read_text())
+    reasons = [c["verdicts"]["recovers_from_error_at_charge"].get("reason") for c in data["cases"]]
+    assert "replay_not_faithful" not in reasons and len(reasons) == 100
+
+
+def test_pass_hat_k_of_metamorphic_pairs_is_cluster_aware(cli, tmp_path):
+    import json
+    import shutil
+
+    from tests.conftest import EXAMPLES
+
+    p = tmp_path / "desk"
+    shutil.copytree(EXAMPLES / "stateful_agent", p, ignore=shutil.ignore_patterns("__pycache__", ".oloproof"))
+    cli("run", "--trials", "2", "--json", "r.json", cwd=p)
+    data = json.loads((p / "r.json").read_text())
+    row = next(r for r in data["criteria"] if r["criterion"] == "other_order_untouched")
+    assert row["pass_hat_k_method"] == "design_effect_clopper_pearson"  # sources and derived cases: clusters

@@ -129,6 +129,11 @@ def regression_evidence(store: EventStore, run: StoredRun, suite: SuiteEvaluatio
                 continue
             judged[base_id] = (base_run, {c.case_id: c for c in summary.cases}, base_suite)
         base_run, base_cases, base_suite = judged[base_id]
+        if trials_of(base_run) != trials_of(run):
+            out[rule.name] = RegressionEvidence(
+                base_id, Flips(), False, f"it ran {trials_of(base_run)} trial(s) a case, this run "
+                f"{trials_of(run)}: its cases cannot be paired trial by trial", "baseline_not_comparable")
+            continue
         if rule.criterion not in base_suite.criteria:
             out[rule.name] = None  # the baseline never judged this criterion
             continue
@@ -137,6 +142,13 @@ def regression_evidence(store: EventStore, run: StoredRun, suite: SuiteEvaluatio
         out[rule.name] = RegressionEvidence(base_id, flips(base, tracked(rule.criterion)),
                                             base_run.sealed is not None)
     return out
+
+
+def trials_of(run: StoredRun) -> int:
+    """Trials a case in ``run`` (``trials: k``; 1 for runs without it)."""
+    from oloproof.app.project import stored_trials
+
+    return stored_trials(run.started.config)
 
 
 def _judged(store: EventStore, run_id: str) -> tuple[StoredRun, SuiteEvaluation, Summary]:
@@ -196,6 +208,12 @@ def diff_runs(store: EventStore, base_ref: str, candidate_ref: str) -> RunDiff:
     base_id, cand_id = require_ref(store, base_ref), require_ref(store, candidate_ref)
     if base_id == cand_id:
         raise UsageError(f"{base_ref} and {candidate_ref} are the same run ({base_id}); compare two runs")
+    for run_id in (base_id, cand_id):
+        load_run(store, run_id)
+    if trials_of(load_run(store, base_id)) != trials_of(load_run(store, cand_id)):
+        raise UsageError(f"{base_id} ran {trials_of(load_run(store, base_id))} trial(s) a case and {cand_id} "
+                         f"{trials_of(load_run(store, cand_id))}: their cases cannot be paired trial by trial; "
+                         "compare runs with the same trials")
     base_run, base_suite, base_summary = _judged(store, base_id)
     cand_run, cand_suite, cand_summary = _judged(store, cand_id)
     base_cases = {c.case_id: c for c in base_summary.cases}

@@ -101,8 +101,9 @@ def case_panels(store: EventStore, report: RunReport) -> Iterator[CasePanel]:
     by_case = replays_by_case(store)
     evidence = RunEvidence(store, run, suite, sealed_only=True)
     # the case streams themselves, not the cases table (which may lag behind a run in progress)
-    heads = sorted((v.position, v.case_id, v.fingerprint) for v in iter_case_heads(store, run.run_id))
-    for _, case_id, fingerprint in heads:
+    # suite order, then trial order (c/2 before c/10)
+    heads = sorted((v.position, v.trial or 0, v.case_id, v.fingerprint) for v in iter_case_heads(store, run.run_id))
+    for _, _, case_id, fingerprint in heads:
         yield case_panel(store, run, suite, case_id, by_case.get(case_id + "\x00" + fingerprint, []), evidence)
 
 

@@ -103,5 +103,7 @@ class RegressionEvidence:
     baseline_run: str
     flips: Flips
     baseline_complete: bool = True
-    #: why the baseline cannot be read (it fails its audit): the rule cannot be decided
+    #: why the baseline cannot be compared (it fails its audit, or ran another number of
+    #: trials): the rule cannot be decided, for ``reason``
     problem: str | None = None
+    reason: str = "baseline_fails_audit"

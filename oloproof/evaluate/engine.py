@@ -215,6 +215,10 @@ class Accumulator:
         #: the case's k trials are in; then, per criterion, (passed, observed, missing) -> cases
         self._units: dict[str, list[Any]] = {}
         self._passk: list[dict[tuple[int, int, int], int]] = [{} for _ in suite.criteria]
+        #: with transforms, a source and its derived cases are one cluster: per cluster and
+        #: criterion, [cases passing every trial, cases fully observed, cases with a missing
+        #: trial], for pass^k's cluster-aware interval (one entry per source cluster)
+        self._passk_clusters: dict[str, list[list[int]]] | None = {} if suite.transforms else None
         #: cases in a complete cluster (a source and one derived case per transform), when
         #: known: a complete cluster is folded into sums, so memory stays flat
         self.cluster_size = cluster_size
@@ -306,12 +310,20 @@ class Accumulator:
             elif t == 2:
                 c[2] += 1
         if entry[0] >= self.trials:
-            self._fold_unit(self._units.pop(unit)[1])
+            self._fold_unit(self._units.pop(unit)[1], unit=unit)
 
-    def _fold_unit(self, counts: list[list[int]], times: int = 1) -> None:
+    def _fold_unit(self, counts: list[list[int]], times: int = 1, unit: str | None = None) -> None:
         for per, c in zip(self._passk, counts):
             triple = (c[0], c[1], c[2])
             per[triple] = per.get(triple, 0) + times
+        if self._passk_clusters is not None and unit is not None:
+            sums = self._passk_clusters.setdefault(unit.split("~", 1)[0], [[0, 0, 0] for _ in counts])
+            for s, (p, o, m) in zip(sums, counts):
+                if m:
+                    s[2] += 1
+                else:
+                    s[1] += 1
+                    s[0] += p == o and o >= self.trials
 
     def _pass_hat_k(self, unrecorded: int) -> dict[str, Any]:
         """Each criterion's pass^k. A case whose trials are not all in has the others
@@ -320,14 +332,27 @@ class Accumulator:
 
         k = self.trials
         open_missing = 0
-        for seen, counts in self._units.values():
+        for unit, (seen, counts) in self._units.items():
             open_missing += k - seen
-            self._fold_unit([[c[0], c[1], c[2] + k - seen] for c in counts])
+            self._fold_unit([[c[0], c[1], c[2] + k - seen] for c in counts], unit=unit)
         self._units = {}
         whole = max(0, unrecorded - open_missing) // k
         if whole:
             self._fold_unit([[0, 0, k] for _ in self.suite.criteria], whole)
-        return {name: pass_hat_k_summary(self._passk[i], k) for i, name in enumerate(self.suite.criteria)}
+        out = {name: pass_hat_k_summary(self._passk[i], k) for i, name in enumerate(self.suite.criteria)}
+        if self._passk_clusters:
+            # a source and its derived cases are not independent: the interval is the
+            # cluster-aware one of the rates (SPEC §5.3), over source clusters
+            from dataclasses import replace
+
+            from oloproof.stats.clusters import clustered_rate_interval
+
+            for i, name in enumerate(self.suite.criteria):
+                clusters = [tuple(sums[i]) for sums in self._passk_clusters.values() if any(sums[i])]
+                if clusters and out[name].low is not None:
+                    row = clustered_rate_interval(clusters)  # type: ignore[arg-type]
+                    out[name] = replace(out[name], low=row.low, high=row.high, method=row.method)
+        return out
 
     def _tally(self, key: str | None, groups: tuple, kinds: tuple, times: int = 1) -> None:
         for tally, t in zip(self.crit, kinds):

@@ -174,7 +174,7 @@ def _no_regression(rule: Rule, context: GateContext, result: Any) -> RuleResult:
     if evidence is None:
         return result("INSUFFICIENT_EVIDENCE", "no_baseline", f"no run of the log matches baseline {nr.baseline}")
     if evidence.problem is not None:
-        return result("INSUFFICIENT_EVIDENCE", "baseline_fails_audit",
+        return result("INSUFFICIENT_EVIDENCE", evidence.reason,
                       f"baseline {evidence.baseline_run}: {evidence.problem}")
     f = evidence.flips
     against = len(f.regressions) + len(f.lost)

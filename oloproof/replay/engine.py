@@ -15,6 +15,7 @@ from typing import Any
 
 import msgspec
 
+from oloproof.config.limits import split_trial
 from oloproof.events import ReplayFinished, ReplayStarted, decode_stream, encode, tag_of
 from oloproof.recorder.case import CaseRecorder
 from oloproof.recorder.jobs import JobKind
@@ -70,7 +71,11 @@ def replay_started(slot: SystemSlot, view: CaseView, case_stream: str, needed: N
 
 
 def _setup(slot: SystemSlot, view: CaseView, plan: Plan, change: dict[str, Any] | None) -> tuple[Any, Any]:
-    case = Case(view.case_id, copy.deepcopy(view.input), copy.deepcopy(view.initial_state), dict(view.metadata))
+    # the system meets the case as the recording did: its own id (not the trial's stream id),
+    # and current_case().trial the trial it replays
+    trial = view.started.trial if view.started is not None else None
+    case_id = split_trial(view.case_id)[0] if trial is not None else view.case_id
+    case = Case(case_id, copy.deepcopy(view.input), copy.deepcopy(view.initial_state), dict(view.metadata))
     snapshot = slot.instance.snapshot if slot.instance is not None else None
     # the case's declared fault is part of its world: a replay meets it again, at the same call
     fault = view.started.fault if view.started is not None else None
@@ -79,7 +84,7 @@ def _setup(slot: SystemSlot, view: CaseView, plan: Plan, change: dict[str, Any] 
         # the system replays from the checkpoint: the calls recorded before it are not made again
         recorder: CaseRecorder = CaseRecorder(
             case, snapshot=snapshot, fault=fault,
-            fault_calls=calls_before(view.trajectory.steps, cp.step_index, fault))  # type: ignore[union-attr]
+            fault_calls=calls_before(view.trajectory.steps, cp.step_index, fault), trial=trial)  # type: ignore[union-attr]
 
         def invoke() -> Any:
             return slot.target.replay(
@@ -89,7 +94,7 @@ def _setup(slot: SystemSlot, view: CaseView, plan: Plan, change: dict[str, Any] 
                                                           copy.deepcopy(change["result"]), change.get("fault")))
     else:
         recorder = TapeRecorder(case, view.trajectory.steps, plan.checkpoint.step_index,  # type: ignore[union-attr]
-                                change, snapshot=snapshot, fault=fault)
+                                change, snapshot=snapshot, fault=fault, trial=trial)
 
         def invoke() -> Any:
             return slot.call(case)

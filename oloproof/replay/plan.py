@@ -62,6 +62,13 @@ def change_for(plan: Plan, tool: str, fault: str) -> dict[str, Any]:
             "result": fault_result(fault, tool)}
 
 
+def replay_identity(case: CaseView) -> str:
+    """What a replay of ``case`` is keyed by besides the system and the plan: its fingerprint,
+    and under ``trials: k`` its trial (the agent can tell trials apart: current_case().trial)."""
+    trial = case.started.trial if case.started is not None else None
+    return case.fingerprint if trial is None else f"{case.fingerprint}/trial/{trial}"
+
+
 def keyed_version(version: str, code_digest: str) -> str:
     """What replays are keyed by: the system version and, when known, its code's digest."""
     return f"{version}+code:{code_digest}" if code_digest else version
@@ -105,7 +112,8 @@ def replay_plan(case: CaseView, specs: Iterable[FaultSpec], system_name: str, ve
         plan = plan_fault(case, spec.tool)
         if not isinstance(plan, Plan):
             continue
-        key = cache_key(system_name, version, case.fingerprint, plan, None)
+        identity = replay_identity(case)
+        key = cache_key(system_name, version, identity, plan, None)
         control = lookup(key)
         if control is None:
             control = yield Needed(key, plan, None)
@@ -113,7 +121,7 @@ def replay_plan(case: CaseView, specs: Iterable[FaultSpec], system_name: str, ve
         # an untrustworthy control replay never yields a verdict: no fault replay after it
         if control is not None and trustworthy(case, control, plan):
             change = change_for(plan, spec.tool, spec.fault)
-            key = cache_key(system_name, version, case.fingerprint, plan, change)
+            key = cache_key(system_name, version, identity, plan, change)
             fault = lookup(key)
             if fault is None:
                 fault = yield Needed(key, plan, change)

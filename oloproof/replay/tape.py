@@ -58,9 +58,9 @@ class TapeRecorder(CaseRecorder):
 
     def __init__(self, case: Case, tape: Sequence[StepRecorded], resume_at: int,
                  change: dict[str, Any] | None, snapshot: Callable[[], Any] | None = None,
-                 fault: dict[str, Any] | None = None):
+                 fault: dict[str, Any] | None = None, trial: int | None = None):
         super().__init__(case, snapshot=snapshot, auto_checkpoints=False, fault=fault,
-                         fault_calls=calls_before(tape, resume_at, fault))
+                         fault_calls=calls_before(tape, resume_at, fault), trial=trial)
         #: a timeout_after_effect change whose call runs live now: what its caller gets instead
         self._pending: dict[str, Any] | None = None
         self._tape = list(tape)

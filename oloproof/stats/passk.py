@@ -19,8 +19,10 @@ apply). As with rates (SPEC §5.1):
 * the **interval** keeps every case with at least k trials not excluded: its low end counts
   the missing trials as failures, its high end as passes (``missing``: cases in the interval
   only);
-* a case with fewer than k trials not excluded (some, not all, excluded) cannot be estimated
-  and is left out (``short``); a case whose every trial is excluded is ``excluded``.
+* a case with fewer than k trials not excluded (some, not all, excluded) and no failing trial
+  cannot be estimated and is left out (``short``); one with a failing trial counts 0 (it cannot
+  pass every trial: skipping the question on the other trials hides nothing); a case whose
+  every trial is excluded is ``excluded``.
 
 **The interval** (95 %), named by ``method``:
 
@@ -128,6 +130,16 @@ def pass_hat_k_summary(counts: Mapping[tuple[int, int, int], int], k: int,
             continue
         passing[p] += n
         if total < k:
+            if o > p:  # a trial failed: this case cannot pass every trial — 0, not left out
+                zero = Fraction(0)
+                low[zero] = low.get(zero, 0) + n
+                high[zero] = high.get(zero, 0) + n
+                if m == 0:
+                    point[zero] = point.get(zero, 0) + n
+                    cases += n
+                else:
+                    missing += n
+                continue
             short += n
             continue
         lo, hi = case_pass_hat_k(p, total, k), case_pass_hat_k(p + m, total, k)
