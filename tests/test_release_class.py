@@ -117,3 +117,40 @@ def test_evidence_is_validated_when_recorded():
     for call in bad:
         with pytest.raises(RecordError, match="case 'c'"):
             call(recorder())
+
+
+def test_continuity_compares_json_values_not_python_equality():
+    assert classify(case(ev("continuity", expected=True, observed=1), DELIVERED))[0] == "FAIL_MEMORY"
+    assert classify(case(ev("continuity", expected={"x": [False]}, observed={"x": [0]}), DELIVERED))[0] == \
+        "FAIL_MEMORY"
+
+
+def test_an_agent_that_raised_after_a_duplicate_effect_still_fails():
+    import msgspec
+
+    judge = ReleaseClass(ReleaseClassConfig(type="release_class")).evaluate
+    raised = msgspec.structs.replace(case(effects=(effect(key="a"), effect(key="b"))), error="boom",
+                                     error_kind="system_error")
+    assert judge(raised) == ("fail", "FAIL_DUPLICATE_EFFECT")
+    quiet = msgspec.structs.replace(case(DELIVERED), error="boom", error_kind="system_error")
+    assert judge(quiet) == ("missing", "system_error")
+
+
+def test_evidence_must_be_declared(cli, tmp_path):
+    from tests.conftest import write
+
+    p = tmp_path / "undeclared"
+    write(p / "app.py", "from oloproof import current_case\n\n"
+                        "def agent(case):\n"
+                        "    current_case().effect('pay', idempotency_key='k', applied=True)\n"
+                        "    return {'answer': 'ok'}\n")
+    write(p / "oloproof.yaml", "system: {name: s, version: '1', callable: app:agent, records: [agent_trajectory/v1]}\n"
+                               "cases: cases.jsonl\nevaluators:\n"
+                               "  - {type: contains, criterion: ok, field: answer, expected_field: answer}\n")
+    write(p / "cases.jsonl", '{"id": "a", "input": {}, "expected": {"answer": "ok"}}\n')
+    r = cli("run", "--json", "r.json", cwd=p)
+    import json
+
+    data = json.loads((p / "r.json").read_text())
+    assert data["cases"][0]["verdicts"]["ok"]["verdict"] == "missing"
+    assert "without declaring it" in r.output and "effect_ledger/v1" in r.output

@@ -116,3 +116,12 @@ def test_the_flaky_variant_shows_pass_hat_k_below_the_rate(cli, tmp_path):
     assert rules["release"]["detail"] == f"{failing_trials} failures > 0 allowed"  # trials, never averaged away
     assert rules["reliable"]["status"] == "FAIL"
     assert data["release"]["response_only_false_passes"] == failing_trials
+
+
+def test_the_declared_fault_is_shown_with_where_it_applied(cli, gate):
+    p, _, _ = gate
+    show = " ".join(cli("show", "latest", "duplicate-effect", cwd=p).output.split())
+    assert "fault: charge timeout_after_effect (call 1) · applied at step" in show
+    assert cli("view", "latest", "--out", "html2", cwd=p).exit_code == 0
+    chunk = (p / "html2" / "data" / "cases-0.js").read_text()
+    assert '"fault":"charge timeout_after_effect (call 1)' in chunk.replace(" · ", " · ")

@@ -21,6 +21,10 @@ Each trial gets exactly one class, the first that applies in this order of prece
 6. ``FAIL_OUTCOME`` — the deliverable is absent or fails its contract;
 7. ``PASS``.
 
+Continuity receipts compare as JSON (``true`` is not ``1``). A trial whose agent raised is
+still a FAIL when the evidence recorded before shows a denied access, a duplicate effect or a
+lost decision; otherwise it is missing, as for any evaluator.
+
 Where the seed is silent (see docs/fault-injection.md): a routed wait is ``EXPECTED_WAIT`` even
 when the work's own deadline passes during it (the wait's owner and deadline now hold the
 work); a trial with no release evidence at all, or no deliverable evidence and no wait, is
@@ -34,6 +38,7 @@ from datetime import datetime
 from typing import Any
 
 from oloproof.evaluate.base import Evaluator, EvaluatorConfig, Verdict, _verdict, evaluator, missing
+from oloproof.events import canonical_json
 from oloproof.records import EFFECT_LEDGER_V1, RELEASE_EVIDENCE_V1
 from oloproof.views import CaseView
 
@@ -89,7 +94,7 @@ def classify(case: CaseView) -> tuple[str | None, str | None]:
         return "FAIL_TOOL_ACCESS", None
     if any(entry["effect_count"] > 1 for entry in effect_counts(case).values()):
         return "FAIL_DUPLICATE_EFFECT", None
-    if any(c["expected"] != c["observed"] for c in by_kind.get("continuity", [])):
+    if any(canonical_json(c["expected"]) != canonical_json(c["observed"]) for c in by_kind.get("continuity", [])):
         return "FAIL_MEMORY", None
     waits = by_kind.get("wait", [])
     if waits:
@@ -123,6 +128,17 @@ class ReleaseClass(Evaluator):
 
     def default_criterion(self) -> str:
         return "release_class"
+
+    def evaluate(self, case: CaseView) -> Verdict:
+        """A trial whose agent raised is still judged on what the environment recorded before:
+        a denied access, a duplicate effect or a lost decision is a FAIL whatever came after.
+        Anything less decisive leaves it missing, as for any evaluator."""
+        if case.error is not None:
+            cls, _ = classify(case)
+            if cls in ("FAIL_TOOL_ACCESS", "FAIL_DUPLICATE_EFFECT", "FAIL_MEMORY"):
+                return _verdict("fail", cls)
+            return missing(case.error_kind or "system_error")
+        return self.judge(case)
 
     def judge(self, case: CaseView) -> Verdict:
         cls, why = classify(case)

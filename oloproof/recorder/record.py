@@ -149,7 +149,9 @@ def _finish(slot: SystemSlot, recorder: CaseRecorder, output: Any, error: str | 
     if kind != "invalid_record":
         try:
             events.extend(recorder.trajectory_events())
-            events.extend(recorder.evidence_events())
+            evidence = recorder.evidence_events()
+            _check_declared(evidence, slot.factory.records, recorder.id)
+            events.extend(evidence)
         except RecordError as e:
             events, output, error, kind = [], None, str(e), "invalid_record"
     if kind == "case_timeout":
@@ -182,6 +184,18 @@ def _finish(slot: SystemSlot, recorder: CaseRecorder, output: Any, error: str | 
         except (TypeError, ValueError, OverflowError):
             return Recording([], [], None, _describe_unencodable(events, output), "invalid_record")
     return Recording(payloads, [tag_of(ev) for ev in events], output, error, kind, output_json)
+
+
+def _check_declared(evidence: list[Event], records: Any, case_id: str) -> None:
+    """Evidence a system records must be declared in ``records=`` (as evaluators require it)."""
+    from oloproof.events import EffectRecorded
+    from oloproof.records import EFFECT_LEDGER_V1, RELEASE_EVIDENCE_V1
+
+    for ev in evidence:
+        record = EFFECT_LEDGER_V1 if isinstance(ev, EffectRecorded) else RELEASE_EVIDENCE_V1
+        if record not in records:
+            raise RecordError(f"case {case_id!r}: the system recorded {record} evidence without declaring it; "
+                              f"add {record!r} to records= in @system and to system.records")
 
 
 def _where(ev: Event, field: str) -> str:

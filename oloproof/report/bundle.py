@@ -83,6 +83,10 @@ def case_detail(view: CaseView, result: CaseResult, suite: SuiteEvaluation, repl
     }
     if view.state is not NO_STATE:
         detail["state"] = view.state
+    from oloproof.report.panel import fault_line
+
+    if fault_line(view):
+        detail["fault"] = fault_line(view)
     if view.effects or view.evidence:
         from oloproof.report.panel import release_panel
 

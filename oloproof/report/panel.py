@@ -77,3 +77,15 @@ def release_panel(view: Any, verdict: Any = None) -> dict[str, Any]:
         out["class"] = verdict[1]
         out["repair_hint"] = REPAIR_HINTS.get(verdict[1])
     return out
+
+
+def fault_line(view: Any) -> str | None:
+    """The case's declared fault and where it was applied (or that its call never came)."""
+    started = view.started
+    fault = started.fault if started is not None else None
+    if not fault:
+        return None
+    said = f"{fault['tool']} {fault['kind']} (call {fault.get('call', 1)})"
+    steps = view.trajectory.steps if view.trajectory is not None else ()
+    at = next((s.index for s in steps if getattr(s, "fault", None)), None)
+    return f"{said} · applied at step {at}" if at is not None else f"{said} · never applied: the call never came"

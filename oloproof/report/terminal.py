@@ -348,6 +348,11 @@ def case_panel(view: CaseView, verdicts: dict[str, tuple[str, str | None]], path
         parts.append(Text(f"expected: {_short(view.expected, 200)}"))
     if view.metadata:
         parts.append(Text(f"metadata: {_short(view.metadata, 200)}"))
+    from oloproof.report.panel import fault_line
+
+    fault = fault_line(view)
+    if fault:
+        parts.append(Text(f"fault: {printable(fault)}"))
     if view.error:
         parts.append(Text(f"error: {printable(view.error)}", style="red"))
     else:

@@ -241,9 +241,10 @@
   // A case panel; ``marked`` (optional): criteria whose verdict rows are highlighted.
   function renderPanel(root, c, criteria, id, marked) {
     var panel = el("section", { id: id || "panel", cls: "panel" }, [el("h2", { text: "Case " + c.case_id })]);
-    panel.appendChild(table(["", ""], [
-      [td("input"), tdPre(c.input)], [td("expected"), tdPre(c.expected)],
-      [td(c.error ? "error" : "output"), tdPre(c.error || c.output)]]));
+    var head = [[td("input"), tdPre(c.input)], [td("expected"), tdPre(c.expected)]];
+    if (c.fault) head.push([td("fault"), td(c.fault)]);
+    head.push([td(c.error ? "error" : "output"), tdPre(c.error || c.output)]);
+    panel.appendChild(table(["", ""], head));
     panel.appendChild(el("h3", { text: "Verdicts" }));
     var verdicts = table(["criterion", "verdict", "reason"], criteria.map(function (k) {
       var v = c.verdicts[k] || ["(not judged)", null];
