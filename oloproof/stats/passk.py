@@ -103,7 +103,7 @@ class PassHatK:
     short: int  # cases with fewer than k trials not excluded: left out
     excluded: int  # cases whose every trial was excluded
     #: cases by how many of their trials passed (0…k; missing and excluded trials do not
-    #: pass), over every case not wholly excluded
+    #: pass), over the cases with at least one observed trial
     passing_trials: tuple[int, ...]
 
 
@@ -128,7 +128,8 @@ def pass_hat_k_summary(counts: Mapping[tuple[int, int, int], int], k: int,
         if total == 0:
             excluded += n
             continue
-        passing[p] += n
+        if o:  # cases by trials passed: over the cases with a trial observed (not unrecorded ones)
+            passing[p] += n
         if total < k:
             if o > p:  # a trial failed: this case cannot pass every trial — 0, not left out
                 zero = Fraction(0)
