@@ -724,3 +724,27 @@ def test_gate_imports_none_of_the_projects_code(cli, support):
     assert cli("audit", "verify", "--expect", data["log_digest"], cwd=p).exit_code == 0
     r = cli("gate", data["run_id"], cwd=p)
     assert r.exit_code == 1 and "observed_failures_exceed_limit" in r.output
+
+
+def test_verify_says_one_thing_about_a_broken_anchored_run(cli, support):
+    """--expect on a run that fails its audit is BROKEN, never 'ok … matches' (found by a new
+    user); a keyed log read without its key says so once, not once per stream."""
+    p, data = support
+    conn = connect(p)
+    drop_triggers(conn)
+    conn.execute("UPDATE events SET payload = CAST(payload AS TEXT) || ' ' WHERE stream = ? AND seq = 1",
+                 (f"{data['run_id']}/{data['cases'][0]['case_id']}",))
+    restore_triggers(conn)
+    conn.close()
+    r = cli("audit", "verify", "--expect", data["log_digest"], cwd=p)
+    assert r.exit_code == 1 and "ok: run" not in r.output and "the run it seals fails its audit" in r.output
+
+
+def test_a_keyed_log_without_its_key_is_one_line(cli, tmp_path, monkeypatch):
+    p = tiny(tmp_path, n=10)
+    monkeypatch.setenv("OLOPROOF_LOG_KEY", "s3cret")
+    assert cli("run", cwd=p).exit_code == 0
+    monkeypatch.delenv("OLOPROOF_LOG_KEY")
+    r = cli("audit", "verify", cwd=p)
+    assert r.exit_code == 1 and "OLOPROOF_LOG_KEY" in r.output
+    assert "digest mismatch" not in r.output and r.output.count("BROKEN") == 1

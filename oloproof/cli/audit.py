@@ -63,6 +63,8 @@ def verify(db: str | None, expect: tuple[str, ...]) -> None:
             if run is None:
                 anchored.append((digest, None, "no run in the log is sealed with this digest "
                                                "(the run was removed, or rewritten and sealed again)"))
+            elif run.problems:
+                anchored.append((digest, run.run_id, "the run it seals fails its audit (above)"))
             else:
                 now = current_digest(store, run)
                 anchored.append((digest, run.run_id, None if now == digest else

@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 import click
 
-from oloproof.cli.common import DB_HELP, check_output_path, console, handled, open_log, stdout_to_stderr
+from oloproof.cli.common import check_output_path, console, handled, open_log, stdout_to_stderr
 
 
 def executor_options(fn: Callable) -> Callable:
@@ -28,7 +28,7 @@ def executor_options(fn: Callable) -> Callable:
 
 @click.command("run")
 @click.option("--json", "json_path", metavar="FILE", help="Write the results as JSON to FILE ('-' for stdout); see the README, 'Machine-readable results'.")
-@click.option("--db", metavar="PATH", help=DB_HELP)
+@click.option("--db", metavar="PATH", help="Path of the event log (default: .oloproof/log.db in the project folder).")
 @click.option("--resume", metavar="RUN_ID", help="Finish an interrupted run, skipping committed cases.")
 @click.option("--durability", type=click.Choice(["full", "normal"]), default="full", show_default=True,
               help="full: a committed case survives power loss. normal: faster; survives a crash only.")

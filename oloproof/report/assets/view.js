@@ -130,7 +130,8 @@
       root.appendChild(el("section", { id: "metrics" }, [el("h2", { text: "Metrics" }), table(["metric", "value", "interval", "evidence"],
         s.metrics.map(function (m) {
           var nb = function (x) { return x === null ? "no bound" : String(x); };
-          return [td(m.id), td(nb(m.value) + " " + m.unit, "num"), td("[" + nb(m.low) + ", " + nb(m.high) + "] " + m.unit),
+          var unit = m.value === 1 && /s$/.test(m.unit || "") ? m.unit.slice(0, -1) : m.unit;  // 1 call, 2 calls
+          return [td(m.id), td(nb(m.value) + " " + unit, "num"), td("[" + nb(m.low) + ", " + nb(m.high) + "] " + m.unit),
                   td("p" + Math.round(m.quantile * 100) + " of " + m.observed + " observed · " + m.missing + " missing · " + m.excluded + " excluded")];
         }))]));
     }
