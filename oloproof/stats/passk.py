@@ -130,20 +130,13 @@ def pass_hat_k_summary(counts: Mapping[tuple[int, int, int], int], k: int,
             continue
         if o:  # cases by trials passed: over the cases with a trial observed (not unrecorded ones)
             passing[p] += n
-        if total < k:
-            if o > p:  # a trial failed: this case cannot pass every trial — 0, not left out
-                zero = Fraction(0)
-                low[zero] = low.get(zero, 0) + n
-                high[zero] = high.get(zero, 0) + n
-                if m == 0:
-                    point[zero] = point.get(zero, 0) + n
-                    cases += n
-                else:
-                    missing += n
-                continue
+        if total >= k:
+            lo, hi = case_pass_hat_k(p, total, k), case_pass_hat_k(p + m, total, k)
+        elif o > p:  # a trial failed: this case cannot pass every trial — 0, not left out
+            lo = hi = Fraction(0)
+        else:
             short += n
             continue
-        lo, hi = case_pass_hat_k(p, total, k), case_pass_hat_k(p + m, total, k)
         low[lo] = low.get(lo, 0) + n
         high[hi] = high.get(hi, 0) + n
         if m == 0:
