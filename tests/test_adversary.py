@@ -139,6 +139,15 @@ def drop_triggers(conn: sqlite3.Connection) -> None:
     conn.execute("DROP TRIGGER events_append_only_delete")
 
 
+def tamper(p: Path, sql: str, *params: object) -> None:
+    """One statement an attacker with write access runs, append-only triggers set aside."""
+    conn = connect(p)
+    drop_triggers(conn)
+    conn.execute(sql, params)
+    restore_triggers(conn)
+    conn.close()
+
+
 def restore_triggers(conn: sqlite3.Connection) -> None:
     from oloproof.store.sqlite import _TRIGGERS
 
@@ -300,23 +309,15 @@ def test_with_a_key_nobody_without_it_can_recompute_the_chain(cli, tmp_path, mon
 
 def test_a_type_column_that_disagrees_with_its_payload_is_named(cli, support):
     p, data = support
-    conn = connect(p)
-    drop_triggers(conn)
-    conn.execute("UPDATE events SET type = 'case_finished.v1' WHERE stream = ? AND seq = 1",
-                 (f"{data['run_id']}/{data['cases'][0]['case_id']}",))
-    restore_triggers(conn)
-    conn.close()
+    tamper(p, "UPDATE events SET type = 'case_finished.v1' WHERE stream = ? AND seq = 1",
+           f"{data['run_id']}/{data['cases'][0]['case_id']}")
     r = cli("audit", "verify", cwd=p)
     assert r.exit_code == 1 and "disagrees with its payload" in r.output
 
 
 def test_streams_of_a_deleted_run_are_named(cli, support):
     p, data = support
-    conn = connect(p)
-    drop_triggers(conn)
-    conn.execute("DELETE FROM events WHERE stream = ?", (data["run_id"],))
-    restore_triggers(conn)
-    conn.close()
+    tamper(p, "DELETE FROM events WHERE stream = ?", data["run_id"])
     r = cli("audit", "verify", cwd=p)
     assert r.exit_code == 1 and "case streams of a run that no longer exists" in r.output
 
@@ -730,12 +731,8 @@ def test_verify_says_one_thing_about_a_broken_anchored_run(cli, support):
     """--expect on a run that fails its audit is BROKEN, never 'ok … matches' (found by a new
     user); a keyed log read without its key says so once, not once per stream."""
     p, data = support
-    conn = connect(p)
-    drop_triggers(conn)
-    conn.execute("UPDATE events SET payload = CAST(payload AS TEXT) || ' ' WHERE stream = ? AND seq = 1",
-                 (f"{data['run_id']}/{data['cases'][0]['case_id']}",))
-    restore_triggers(conn)
-    conn.close()
+    tamper(p, "UPDATE events SET payload = CAST(payload AS TEXT) || ' ' WHERE stream = ? AND seq = 1",
+           f"{data['run_id']}/{data['cases'][0]['case_id']}")
     r = cli("audit", "verify", "--expect", data["log_digest"], cwd=p)
     assert r.exit_code == 1 and "ok: run" not in r.output and "the run it seals fails its audit" in r.output
 
