@@ -167,12 +167,9 @@ class SQLiteStore(EventStore):
         elif self.scheme == SHA256 and self.key is not None:
             self.key_problem = ("OLOPROOF_LOG_KEY is set, but this log's chain is not keyed: it was written "
                                 "without the key, or rewritten without it")
-        if "meta" in tables and not self.readonly:
+        if "meta" in tables:
             row = self._conn.execute("SELECT value FROM meta WHERE key='projections_version'").fetchone()
             self.projections_stale = bool(has_events) and (row is None or row[0] != PROJECTIONS_VERSION)
-        elif "meta" in tables:
-            row = self._conn.execute("SELECT value FROM meta WHERE key='projections_version'").fetchone()
-            self.projections_stale = row is None or row[0] != PROJECTIONS_VERSION
 
     def _prepare(self) -> None:
         self._conn.execute("BEGIN IMMEDIATE")
