@@ -11,8 +11,9 @@ from oloproof.records import (
     AgentStep,
     AgentTrajectory,
     Case,
+    PrefixSnapshot,
 )
-from oloproof.system import Replayable, Stateful, current_case, system, tool
+from oloproof.system import Replayable, Resumable, Stateful, current_case, system, tool
 
 __version__ = "0.1.0"
 
@@ -23,7 +24,9 @@ __all__ = [
     "AgentTrajectory",
     "Case",
     "OloproofError",
+    "PrefixSnapshot",
     "Replayable",
+    "Resumable",
     "Stateful",
     "current_case",
     "system",

@@ -26,13 +26,15 @@ def canonical_json(value: Any) -> bytes:
     return _ENCODER.encode(value)
 
 
-def case_fingerprint(input: Any, initial_state: Any, expected: Any, fault: Any = None) -> str:
+def case_fingerprint(input: Any, initial_state: Any, expected: Any, fault: Any = None, prefix: Any = None) -> str:
     """SHA-256 of the canonical JSON of input, initial_state and expected (SPEC §3) — and of
     the case's declared ``fault`` when it has one (the fault is part of the case's question);
     a case without a fault keeps the fingerprint it always had."""
     fields = {"expected": expected, "initial_state": initial_state, "input": input}
     if fault is not None:
         fields["fault"] = fault
+    if prefix is not None:  # a frozen prefix case: its frozen world is its question
+        fields["prefix"] = prefix
     return hashlib.sha256(_ENCODER.encode(fields)).hexdigest()
 
 
@@ -58,6 +60,11 @@ class RunStarted(Event, frozen=True, tag="run_started.v1"):
     #: the seal digest of the log's latest sealed run when this one started: runs chain to one
     #: another, so a run deleted whole (its streams and its seal) is missed by the next one
     previous_seal: str = ""
+    #: what the agent saw of its world (SPEC §14): ``tools`` (name -> schema digest of every
+    #: ``@tool`` it has), ``instructions`` (its instructions text), ``external_data`` (the
+    #: version of mutable external data it reads). A prefix case frozen from this run keeps
+    #: them, and is stale for a system whose surface no longer matches. Empty when unknown.
+    surface: dict[str, Any] = {}
 
 
 class RunResumed(Event, frozen=True, tag="run_resumed.v1"):
@@ -111,6 +118,11 @@ class CaseStarted(Event, frozen=True, tag="case_started.v1"):
     fault: dict[str, Any] | None = None
     #: which trial of the case this is (1…k, under ``trials: k``); None for a single trial
     trial: int | None = None
+    #: a frozen prefix case (``oloproof prefix run``, SPEC §14): the boundary, the frozen steps
+    #: before it, the versions, the acceptable and forbidden next actions (see
+    #: oloproof.config.prefixes). The system acts from that world; its first action past the
+    #: boundary is recorded, not executed, and ends the case.
+    prefix: dict[str, Any] | None = None
 
 
 class StepRecorded(Event, frozen=True, tag="step.v1"):
@@ -209,6 +221,18 @@ class CaseFinished(Event, frozen=True, tag="case_finished.v1"):
     error_kind: str | None = None
 
 
+class AttributionRecorded(Event, frozen=True, tag="attribution.v1"):
+    """The attribution of one stored case's failure (``oloproof attribute``, SPEC §14): its
+    first unacceptable step, the responsible layer, causes, evidence, recoverability,
+    confidence. Stream ``attribution/<run_id>/<case_id>``; the latest event wins. It is a
+    reading of the record, not a verdict: the gate never reads it."""
+
+    run_id: str
+    case_id: str
+    attribution: dict[str, Any]
+    attributed_at: str
+
+
 AnyEvent = Union[
     RunStarted,
     RunResumed,
@@ -226,6 +250,7 @@ AnyEvent = Union[
     CaseFinished,
     ReplayStarted,
     ReplayFinished,
+    AttributionRecorded,
 ]
 
 #: tag of an older schema version -> function turning its decoded dict into a current event.

@@ -114,6 +114,24 @@ class Case(msgspec.Struct, frozen=True):
     metadata: dict[str, Any] = {}
 
 
+class PrefixSnapshot(msgspec.Struct, frozen=True):
+    """What a :class:`~oloproof.Resumable` system receives in ``resume(snapshot)`` (SPEC §14a):
+    the world of a frozen prefix case just before its boundary.
+
+    ``goal`` (the task as the case stated it), ``instructions`` (the instructions the agent
+    ran under, or None), ``steps`` (the frozen :class:`AgentStep` records before the boundary:
+    messages, tool calls and their results, model decisions), ``state`` (the environment at
+    the boundary; the sandbox is already reset to it) and ``metadata`` (the case's metadata,
+    with ``case_id`` and ``before_step``). Nothing after the boundary is in it.
+    """
+
+    goal: Any
+    instructions: str | None
+    steps: tuple[AgentStep, ...]
+    state: Any
+    metadata: dict[str, Any] = {}
+
+
 def _step_types() -> tuple[type, ...]:
     from oloproof.events import StepRecorded
 

@@ -223,6 +223,25 @@ class Replayable(abc.ABC):
         return NotImplemented
 
 
+class Resumable(abc.ABC):
+    """A system that can take up a frozen prefix case (SPEC §14a): ``resume(snapshot)``
+    receives a :class:`~oloproof.records.PrefixSnapshot` (goal, instructions, the frozen steps,
+    the state at the boundary, metadata) and acts as in a run — its first action (a tool call,
+    a message, a final answer) is recorded, not executed, and ends the case. ``resume`` may
+    be ``async def``. A system without it is re-run from the start with every call before the
+    boundary answered from the frozen tape.
+    """
+
+    @abc.abstractmethod
+    def resume(self, snapshot: Any) -> Any: ...
+
+    @classmethod
+    def __subclasshook__(cls, other: type) -> Any:
+        if cls is Resumable:
+            return callable(getattr(other, "resume", None))
+        return NotImplemented
+
+
 def _is_async(fn: Any) -> bool:
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
 
@@ -231,7 +250,7 @@ class SystemSlot:
     """One system object and its sandbox, owned by one concurrent slot (a thread, a task
     slot, a worker process). Cases of one slot run one at a time around its sandbox."""
 
-    __slots__ = ("factory", "target", "call", "instance", "replayable", "is_async", "dead")
+    __slots__ = ("factory", "target", "call", "instance", "replayable", "resumable", "is_async", "dead")
 
     def __init__(self, factory: "SystemFactory", target: Any):
         self.factory = factory
@@ -248,7 +267,9 @@ class SystemSlot:
         self.call: Callable[[Any], Any] = call
         self.instance = target if isinstance(target, Stateful) else None
         self.replayable = isinstance(target, Replayable)
-        self.is_async = _is_async(call) or (self.replayable and _is_async(target.replay))
+        self.resumable = isinstance(target, Resumable)
+        self.is_async = _is_async(call) or (self.replayable and _is_async(target.replay)) or \
+            (self.resumable and _is_async(target.resume))
         #: set when a case timed out: its sandbox may still be in use, so the slot is replaced
         self.dead = False
 
@@ -289,6 +310,9 @@ class SystemFactory:
     #: opaque bytes the jobs of a run share on every worker (the run's stored configuration):
     #: sent once with the factory, not with every job
     context: bytes = b""
+    #: what the agent sees of its world (tool schemas, instructions, external data version;
+    #: see ``RunStarted.surface``): a frozen prefix case whose surface differs is stale
+    surface: Any = None
 
     @property
     def one_object(self) -> bool:

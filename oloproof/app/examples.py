@@ -9,7 +9,8 @@ from oloproof.errors import UsageError
 
 #: example name -> folder under examples/ (shipped in the wheel as oloproof/_examples).
 EXAMPLES = {"stateful-agent": "stateful_agent", "support-agent": "support_agent",
-            "triage-agents": "triage_agents", "release-gate": "release_gate"}
+            "triage-agents": "triage_agents", "release-gate": "release_gate",
+            "prefix-regression": "prefix_regression"}
 _SKIP = {"__pycache__", ".oloproof", ".pytest_cache"}
 
 

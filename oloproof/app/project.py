@@ -219,6 +219,10 @@ def load_system(project: Project) -> LoadedSystem:
     except ConfigError as e:
         key = "factory" if cfg.factory else "callable"
         raise ConfigError(f"{project.locator.where(('system', key))}: {e}") from e
+    import dataclasses
+
+    factory = dataclasses.replace(factory, surface=system_surface(factory))
+    slot.factory = factory
     return LoadedSystem(factory, slot, code_digest(project.root, obj))
 
 
@@ -265,9 +269,13 @@ def declared_tools(factory: SystemFactory) -> set[str]:
     """Names of the ``@tool``-decorated functions a system declares: methods of its class,
     functions of the module it lives in and of the project's own modules loaded with it, and
     methods of the classes those modules hold (an adapter class beside the agent)."""
+    return set(_tool_functions(factory))
+
+
+def _tool_functions(factory: SystemFactory) -> dict[str, Any]:
     import inspect
 
-    names: set[str] = set()
+    found: dict[str, Any] = {}
     target = factory.target
     places: list[Any] = []
     if isinstance(target, type):
@@ -290,8 +298,38 @@ def declared_tools(factory: SystemFactory) -> set[str]:
         for _, value in inspect.getmembers(place):
             info = getattr(value, "__oloproof_tool__", None)
             if isinstance(info, dict):
-                names.add(info["name"])
-    return names
+                found.setdefault(info["name"], value)
+    return found
+
+
+def tool_schema(fn: Any) -> str:
+    """A tool's schema digest: its name, parameters (names, kinds, annotations, defaults) and
+    description — what a model is shown of it. 16 hex digits of SHA-256."""
+    import inspect
+
+    info = getattr(fn, "__oloproof_tool__", {}) or {}
+    try:
+        signature = str(inspect.signature(fn))
+    except (TypeError, ValueError):
+        signature = "?"
+    text = f"{info.get('name')}\x00{info.get('kind')}\x00{signature}\x00{inspect.getdoc(fn) or ''}"
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def system_surface(factory: SystemFactory) -> dict[str, Any]:
+    """What the agent sees of its world (``RunStarted.surface``, SPEC §14): the schema digest
+    of each of its tools, its ``instructions`` (a text attribute of the system object, if it
+    has one) and ``external_data_version`` (likewise). A frozen prefix case compares them with
+    the system it is run against: one that no longer matches is stale."""
+    out: dict[str, Any] = {}
+    tools = {name: tool_schema(fn) for name, fn in sorted(_tool_functions(factory).items())}
+    if tools:
+        out["tools"] = tools
+    for attr, key in (("instructions", "instructions"), ("external_data_version", "external_data")):
+        value = getattr(factory.target, attr, None)
+        if isinstance(value, str) and value:
+            out[key] = value
+    return out
 
 
 def check_case_faults(info: SuiteInfo, system: LoadedSystem) -> None:

@@ -173,6 +173,7 @@ class _Driver:
             # the case streams the run will hold: every trial of every case
             suite_digest=info.digest, case_count=info.count * p.trials, started_at=self.clock(), durability=durability,
             code_digest=s.code_digest, previous_seal=latest_seal(self.store),
+            surface=s.factory.surface or {},
         )
         self.store.commit([StreamAppend(run_id, 0, [encode(started)], [tag_of(started)])],
                           {"runs": [run_row(started, None)]})

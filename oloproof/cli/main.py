@@ -16,12 +16,14 @@ import click
 
 from oloproof import __version__
 from oloproof.cli import (
+    attribute,
     audit,
     diff,
     evaluate,
     export,
     gate,
     init,
+    prefix,
     replay,
     run,
     runs,
@@ -82,7 +84,7 @@ def cli(debug: bool) -> None:
     click.get_current_context().call_on_close(restore_log_key)
 
 
-for module in (init, run, runs, show, evaluate, gate, diff, replay, view, export, audit):
+for module in (init, run, runs, show, evaluate, gate, diff, replay, view, export, audit, attribute, prefix):
     cli.add_command(module.command)
 
 

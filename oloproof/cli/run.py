@@ -55,7 +55,21 @@ def command(json_path: str | None, db: str | None, resume: str | None, durabilit
     Example:
       oloproof run --concurrency 50 --json results.json
     """
-    from oloproof.app.project import load_project, load_system
+    from oloproof.app.project import load_project
+
+    execute_run(load_project, json_path=json_path, db=db, resume=resume, durability=durability,
+                project_dir=project_dir, trials=trials, concurrency=concurrency, workers=workers,
+                executor=executor, scheduler=scheduler)
+
+
+def execute_run(load: Callable[[str], Any], *, json_path: str | None, db: str | None, resume: str | None,
+                durability: str, project_dir: str, trials: int | None, concurrency: int | None,
+                workers: int | None, executor: str | None, scheduler: str | None,
+                after: Callable[[Any, Any], Any] | None = None, name: str = "oloproof run") -> None:
+    """``oloproof run`` (and ``oloproof prefix run``, whose ``load`` gives the prefix suite and
+    whose ``after(store, outcome)`` gives what to print after the summary: what the candidate
+    did at each boundary)."""
+    from oloproof.app.project import load_system
     from oloproof.app.run import interruptible, make_executor, run_suite
     from oloproof.errors import Interrupted
     from oloproof.report.results import ResultsFile, results_dict
@@ -76,7 +90,7 @@ def command(json_path: str | None, db: str | None, resume: str | None, durabilit
                     raise UsageError(f"--trials {trials}: must be between 1 and {MAX_TRIALS}")
             if json_path:
                 check_output_path(json_path)
-            project = load_project(project_dir)
+            project = load(project_dir)
             info = project.prepare()  # every case, derived case and label checked before anything runs
             system = load_system(project)
             system.factory.check_slots(pool.slots_per_process)
@@ -91,10 +105,11 @@ def command(json_path: str | None, db: str | None, resume: str | None, durabilit
                     outcome = run_suite(project, system, store, info, executor=pool, resume=resume,
                                         durability=durability, progress=progress, keep_cases=False,
                                         on_case=results.add if results else None, trials=trials)
+                extra = after(store, outcome) if after is not None else None
             except (Interrupted, KeyboardInterrupt) as e:
                 run_id = getattr(e, "run_id", "") or ""
                 if run_id:
-                    click.echo(f"interrupted: committed cases are safe; finish with 'oloproof run --resume {run_id}'",
+                    click.echo(f"interrupted: committed cases are safe; finish with '{name} --resume {run_id}'",
                                err=True)
                 else:
                     click.echo("interrupted before the run started; nothing was recorded", err=True)
@@ -106,6 +121,8 @@ def command(json_path: str | None, db: str | None, resume: str | None, durabilit
         click.echo(f"note: {note}", err=True)
     out.print(summary_view(summary, run_id=outcome.run_id, system=f"{outcome.system_name} {outcome.system_version}",
                            min_support=project.config.min_slice_support))
+    if extra is not None:
+        out.print(extra)
     if outcome.errors:
         for message in outcome.error_messages:
             click.echo(f"error in {printable(message)}", err=True)
@@ -119,6 +136,8 @@ def command(json_path: str | None, db: str | None, resume: str | None, durabilit
                                    project.suite, summary, outcome.log_digest))
         results.close()
     sys.exit(summary.gate.exit_code if summary.gate else 0)
+
+
 
 
 class _progress:

@@ -88,6 +88,9 @@ class SuiteCase(msgspec.Struct, frozen=True):
     cluster: str | None = None  # a derived case's source id
     #: the case's declared fault, normalised: ``{"tool", "kind", "call"}`` (+ ``"scope"``)
     fault: dict[str, Any] | None = None
+    #: a frozen prefix case (oloproof.config.prefixes): its boundary, frozen steps, versions
+    #: and next-action matchers
+    prefix: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -132,6 +132,37 @@ class MetamorphicConfig(Strict):
         return self
 
 
+class PrefixConfig(Strict):
+    """``prefix:`` in ``oloproof.yaml`` (SPEC §14a): how ``oloproof prefix run`` runs the
+    project's frozen prefix cases."""
+
+    #: the folder of prefix cases (``prefixes/<case_id>.yaml``)
+    cases: str = Field(default="prefixes", min_length=1, max_length=MAX_NAME_LENGTH)
+    #: ``version:V``, ``pin:NAME`` or a run id: the prefix run is compared with it case by
+    #: case, and the gate blocks on more than ``max_regressions`` newly failing cases
+    baseline: str | None = Field(default=None, min_length=1, max_length=MAX_NAME_LENGTH)
+    max_regressions: int = Field(default=0, ge=0)
+    #: runs of every prefix case: pass^k of cases marked ``irreversible: true``
+    trials: int = Field(default=1, ge=1, le=MAX_TRIALS)
+    #: a release.yaml for prefix runs, replacing the built-in rules
+    release: str | None = Field(default=None, max_length=MAX_NAME_LENGTH)
+    #: evaluators run beside the built-in prefix criteria (``claims_supported`` …)
+    evaluators: list[Annotated[dict[str, Any], AfterValidator(_evaluator_entry)]] = []
+    #: paths ``prefix create`` always redacts (``state.customers.*.email``, ``**.card``)
+    redact: list[Annotated[str, Field(min_length=1, max_length=MAX_NAME_LENGTH)]] = []
+    #: control systems for ``attribute --bisect --control NAME``: NAME -> module:attribute
+    controls: dict[str, Annotated[str, Field(min_length=3, max_length=MAX_NAME_LENGTH)]] = {}
+
+    @field_validator("controls")
+    @classmethod
+    def _control_shape(cls, v: dict[str, str]) -> dict[str, str]:
+        for name, spec in v.items():
+            module, sep, attr = spec.partition(":")
+            if not (sep and module and attr):
+                raise ValueError(f"control {name!r}: {spec!r} must be module:attribute (e.g. agent:AgentV2)")
+        return v
+
+
 class ProjectConfig(Strict):
     system: SystemConfig
     cases: str = "cases.jsonl"
@@ -146,6 +177,11 @@ class ProjectConfig(Strict):
     #: times every case runs (a stochastic agent): each trial its own recording, the trials of
     #: a case one cluster; criteria then report pass^k beside the rate (SPEC §13)
     trials: int = Field(default=1, ge=1, le=MAX_TRIALS)
+    #: frozen prefix cases (``oloproof prefix run``)
+    prefix: PrefixConfig | None = None
+    #: the rules of ``oloproof attribute`` (tools that verify or change, protected paths …;
+    #: see oloproof.evaluate.attribution.AttributionSettings), validated when used
+    attribution: dict[str, Any] | None = None
 
     @field_validator("timeout", mode="before")
     @classmethod

@@ -117,10 +117,12 @@ def load_entry_points() -> None:
 def registry() -> dict[str, type[Evaluator]]:
     # Built-in families register on import.
     from oloproof.evaluate import (  # noqa: F401
+        claims,
         fault,
         metamorphic,
         multiagent,
         output,
+        prefix,
         release,
         state,
         trajectory,

@@ -47,6 +47,7 @@ from oloproof.events import (
 )
 from oloproof.recorder.case import CaseRecorder, install_task_factory
 from oloproof.recorder.jobs import JobKind
+from oloproof.recorder.prefix import BoundaryReached, PrefixRecorder, snapshot_of, stale_reason
 from oloproof.records import Case, UnfitValue, encode_recorded
 from oloproof.system import _CURRENT, SystemSlot
 
@@ -271,6 +272,8 @@ def record(slot: SystemSlot, recorder: CaseRecorder, invoke: Callable[[], Any], 
             token = None
             output = _loop().run_until_complete(_bounded(output, timeout, recorder))
         _check_output(output, what)
+    except BoundaryReached:  # a prefix case's first action past its boundary: its normal end
+        output = None
     except BaseException as e:  # the system under test may raise anything, SystemExit included
         output = None
         error, kind = _classify(e, timeout)
@@ -299,6 +302,8 @@ async def arecord(slot: SystemSlot, recorder: CaseRecorder, invoke: Callable[[],
             if timer.expired:
                 raise CaseTimeout
         _check_output(output, what)
+    except BoundaryReached:
+        output = None
     except BaseException as e:
         if _cancelled(e) and not timer.expired and task is not None and \
                 task.cancelling() > (1 if timer.fired else 0):
@@ -485,7 +490,7 @@ def case_started(run_id: str, position: int, sc: SuiteCase, trial: int | None = 
     # pairs with the same trial of its source (oloproof.config.limits.trial_case_id)
     cluster = trial_case_id(sc.cluster, trial) if sc.cluster is not None else None
     return CaseStarted(run_id, trial_case_id(sc.id, trial), position, sc.fingerprint, sc.input, sc.initial_state,
-                       sc.expected, sc.metadata, cluster, fault=sc.fault, trial=trial)
+                       sc.expected, sc.metadata, cluster, fault=sc.fault, trial=trial, prefix=sc.prefix)
 
 
 def failed_case(args: CaseArgs, error: str, kind: str) -> CaseRecord:
@@ -501,6 +506,8 @@ def _prepare(slot: SystemSlot, args: CaseArgs) -> tuple[bytes, Case, CaseRecorde
     head = encode(case_started(args.run_id, args.position, sc, args.trial))  # before the agent can alter it
     # sc was encoded above, so the system may have it as is; the sandbox gets a deep copy
     case = Case(sc.id, sc.input, sc.initial_state, sc.metadata)
+    if sc.prefix is not None:  # a frozen prefix case (oloproof.recorder.prefix)
+        return head, case, PrefixRecorder(case, sc.prefix, resumed=slot.resumable)
     instance = slot.instance
     recorder = CaseRecorder(case, snapshot=instance.snapshot if instance is not None else None,
                             auto_checkpoints=getattr(instance, "auto_checkpoints", True),
@@ -521,17 +528,38 @@ def _case_record(args: CaseArgs, head: bytes, rec: Recording) -> CaseRecord:
     return CaseRecord(args.case_id, [head, *rec.payloads, end], ["case_started.v1", *rec.types, "case_finished.v1"])
 
 
+def _invocation(slot: SystemSlot, args: CaseArgs, case: Case) -> Callable[[], Any] | Recording:
+    """How the system is called for the case — or, for a stale prefix case, the recording
+    that says so (the system is not run on a world it no longer has)."""
+    prefix = args.case.prefix
+    if prefix is None:
+        return lambda: slot.call(case)
+    stale = stale_reason(prefix, slot.factory.surface)
+    if stale is not None:
+        return Recording([], [], None, stale, "stale")
+    if slot.resumable:
+        snapshot = snapshot_of(case, prefix, args.case.initial_state)
+        return lambda: slot.target.resume(snapshot)
+    return lambda: slot.call(case)
+
+
 def record_case(slot: SystemSlot, args: CaseArgs, timeout: float | None) -> CaseRecord:
     """Record one case of a run: its whole stream, encoded, nothing written yet."""
     head, case, recorder = _prepare(slot, args)
-    return _case_record(args, head, record(slot, recorder, lambda: slot.call(case),
-                                                reset_to=args.case.initial_state, timeout=timeout))
+    invoke = _invocation(slot, args, case)
+    if isinstance(invoke, Recording):
+        return _case_record(args, head, invoke)
+    return _case_record(args, head, record(slot, recorder, invoke, reset_to=args.case.initial_state,
+                                           timeout=timeout))
 
 
 async def arecord_case(slot: SystemSlot, args: CaseArgs, timeout: float | None) -> CaseRecord:
     head, case, recorder = _prepare(slot, args)
-    return _case_record(args, head, await arecord(slot, recorder, lambda: slot.call(case),
-                                                       reset_to=args.case.initial_state, timeout=timeout))
+    invoke = _invocation(slot, args, case)
+    if isinstance(invoke, Recording):
+        return _case_record(args, head, invoke)
+    return _case_record(args, head, await arecord(slot, recorder, invoke, reset_to=args.case.initial_state,
+                                                  timeout=timeout))
 
 
 CASE_JOB = JobKind("oloproof.recorder.record:CASE_JOB", CaseArgs, CaseRecord, record_case, arecord_case,

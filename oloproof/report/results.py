@@ -69,6 +69,14 @@ def results_dict(run_id: str, system_name: str, system_version: str, suite: Suit
             "low": _value(q.low), "high": _value(q.high), "observed": q.observed,
             "missing": q.missing, "excluded": q.excluded,
         })
+    for e in suite.evaluators:  # a count kept apart from every rate (critical forbidden actions)
+        count_id = getattr(e, "count_metric", None)
+        if count_id and e.criterion in summary.criteria:
+            r = summary.criteria[e.criterion]
+            failures = r.observed - r.passed
+            metrics.append({"id": count_id, "kind": "count", "of": e.criterion, "value": failures,
+                            "low": failures, "high": None if r.missing else failures,
+                            "observed": r.observed, "missing": r.missing, "excluded": r.excluded})
     slices = []
     for s in summary.slices:
         r = s.interval

@@ -1,0 +1,424 @@
+"""Frozen prefix cases: create one from a stored case, run the candidate on them (SPEC §14).
+
+* :func:`create_prefix` freezes, from the log, a stored case's world just before a boundary
+  (default: the first unacceptable step that ``oloproof attribute`` finds) into
+  ``prefixes/<case_id>.yaml`` — the goal, the instructions, the steps before the boundary,
+  the environment state at the boundary, the versions — and nothing after the boundary: no
+  later observation, validator message, diagnosis or expected answer.
+* :func:`load_prefix_project` turns the project into the suite of its prefix cases, run by
+  :func:`oloproof.app.run.run_suite` like any run: stored, sealed, audited, compared.
+* :func:`prefix_outcomes` reads back, per case, what the candidate did at the boundary.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from oloproof.app.project import CONFIG_FILE, Project, _dump, load_project
+from oloproof.config.locate import Locator, validate_model
+from oloproof.config.models import NoRegression, PrefixConfig, ReleaseConfig, Rule, load_release_config
+from oloproof.config.prefixes import (
+    SIDECAR_THRESHOLD,
+    PrefixCases,
+    PrefixFile,
+    instructions_digest,
+)
+from oloproof.errors import ConfigError, UsageError
+from oloproof.evaluate.engine import build_suite
+from oloproof.evaluate.prefix import PREFIX_EVALUATORS, PrefixOutcome, classify
+from oloproof.events import canonical_json
+from oloproof.store.base import EventStore
+from oloproof.views import NO_STATE, CaseView
+
+REDACTED = "[REDACTED]"
+
+
+# ---- the suite of prefix cases ---------------------------------------------------------------
+
+class PrefixProject(Project):
+    """A project whose cases are its prefix cases (``prefix.cases``)."""
+
+    @property
+    def cases(self) -> Any:  # type: ignore[override]
+        return PrefixCases(self.root / self.config.cases)
+
+
+def prefix_rules(pc: PrefixConfig) -> ReleaseConfig:
+    """The built-in gate of a prefix run: no critical forbidden action; with a baseline, no
+    newly failing case (regression or retention set) against it."""
+    rules = [Rule(name="no-critical-forbidden-action", criterion="no_critical_forbidden_action", max_failures=0)]
+    if pc.baseline:
+        for name, criterion in (("no-prefix-regression", "prefix_action_acceptable"),
+                                ("no-retention-regression", "retention_action_acceptable")):
+            rules.append(Rule(name=name, criterion=criterion,
+                              no_regression=NoRegression(baseline=pc.baseline, max_regressions=pc.max_regressions)))
+    return ReleaseConfig(rules=rules)
+
+
+def load_prefix_project(root: Path | str = ".") -> Project:
+    """The project's prefix suite: its prefix cases, the prefix criteria (plus
+    ``prefix.evaluators``), the prefix gate (``prefix.release``, or the built-in rules)."""
+    base = load_project(root)
+    pc = base.config.prefix or PrefixConfig()
+    locator = base.locator.sub(("prefix",))
+    # the user's evaluators first: their indexes are those of prefix.evaluators (located errors)
+    evaluators = [*pc.evaluators, *PREFIX_EVALUATORS]
+    config = base.config.model_copy(update={
+        "cases": pc.cases, "evaluators": evaluators, "metrics": [], "slices": [], "metamorphic": None,
+        "release": None, "trials": pc.trials})
+    if pc.release:
+        release, release_locator = load_release_config(base.root / pc.release)
+    else:
+        release, release_locator = prefix_rules(pc), Locator(f"{CONFIG_FILE} (prefix: built-in rules)")
+    suite = build_suite(config, locator, release, release_locator)
+    stored = {"oloproof": _dump(config), "release": release.model_dump(exclude_none=True)}
+    return PrefixProject(base.root, config, base.locator, release, stored, suite)
+
+
+# ---- what the candidate did --------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PrefixRow:
+    case_id: str
+    trial: int | None
+    before_step: int
+    category: str | None
+    outcome: PrefixOutcome
+
+
+def prefix_outcomes(views: list[CaseView]) -> list[PrefixRow]:
+    rows = []
+    for view in sorted(views, key=lambda v: (v.position, v.started.trial or 0 if v.started else 0)):
+        prefix = view.started.prefix if view.started is not None else None
+        if prefix is None:
+            continue
+        boundary = prefix.get("boundary") or {}
+        rows.append(PrefixRow(view.case_id, view.started.trial, int(boundary.get("before_step", 0)),  # type: ignore[union-attr]
+                              boundary.get("category"), classify(view)))
+    return rows
+
+
+# ---- freezing a stored case --------------------------------------------------------------
+
+def state_at(view: CaseView, before: int) -> Any:
+    """The environment state just before step ``before``, from the record. Only tool calls
+    change the sandbox, so any checkpoint with no tool call between it and the boundary holds
+    that state (an automatic one is taken before each call: the next call's checkpoint does);
+    and when no tool call happens from the boundary on, so does the state the case left.
+    ``NO_STATE`` when the record cannot tell."""
+    t = view.trajectory
+    assert t is not None
+    calls = [s.index for s in t.steps if s.kind == "tool_call"]
+    for cp in sorted(t.checkpoints, key=lambda c: abs(c.step_index - before)):
+        low, high = sorted((cp.step_index, before))
+        if not any(low <= i < high for i in calls):
+            return cp.state
+    if not any(i >= before for i in calls) and view.state is not NO_STATE:
+        return view.state
+    return NO_STATE
+
+
+def check_boundary(view: CaseView, before: int) -> None:
+    steps = view.trajectory.steps  # type: ignore[union-attr]
+    if not 1 <= before <= len(steps):
+        raise UsageError(f"--before-step {before}: case {view.case_id!r} has steps 1..{len(steps)}; the boundary "
+                         "is before one of them")
+    depth = 0
+    for s in steps[:before - 1]:
+        depth += (s.kind == "tool_call") - (s.kind == "tool_result")
+    if depth:
+        raise UsageError(f"--before-step {before}: step {before} is inside a tool call (between the call and its "
+                         "result); put the boundary before the call")
+
+
+def default_boundary(view: CaseView, step: int) -> int:
+    """The boundary for a first unacceptable step: before it, and before the model decisions
+    that chose it (a frozen model decision would hand the candidate the old answer)."""
+    steps = view.trajectory.steps  # type: ignore[union-attr]
+    before = step
+    while before > 1 and steps[before - 2].kind == "decision":
+        before -= 1
+    return before
+
+
+def _frozen_step(s: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"index": s.index, "kind": s.kind}
+    for name in ("tool_name", "arguments", "result", "agent", "to_agent"):
+        value = getattr(s, name)
+        if value is not None:
+            out[name] = value
+    if s.raised:
+        out["raised"] = True
+    if s.fault:
+        out["fault"] = s.fault
+    return out
+
+
+def redact(value: Any, path: list[str]) -> Any:
+    """``value`` with every place ``path`` names replaced by ``[REDACTED]``. Segments match
+    keys (or list indexes) with ``*`` for any one level and ``**`` for any number of levels."""
+    if not path:
+        return REDACTED
+    head, rest = path[0], path[1:]
+    if head == "**":
+        value = redact(value, rest) if rest else REDACTED
+        if value == REDACTED:
+            return value
+        return _children(value, lambda child: redact(child, path))
+    if isinstance(value, dict):
+        return {k: (redact(v, rest) if fnmatchcase(str(k), head) else v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact(v, rest) if fnmatchcase(str(i), head) else v for i, v in enumerate(value)]
+    return value
+
+
+def _children(value: Any, fn: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: fn(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [fn(v) for v in value]
+    return value
+
+
+def redact_record(record: dict[str, Any], paths: list[str]) -> dict[str, Any]:
+    """Apply redaction paths to a prefix record's ``input``, ``state``, ``snapshot``, ``steps``
+    and ``metadata`` (a path is rooted at one of them, e.g. ``state.customers.*.email``,
+    ``steps.*.result.card``, or starts with ``**`` to reach every one)."""
+    out = dict(record)
+    for path in paths:
+        parts = [p for p in path.split(".") if p]
+        if not parts:
+            continue
+        for root in ("input", "state", "snapshot", "steps", "metadata"):
+            if parts[0] == "**":
+                out[root] = redact(out[root], parts)
+            elif fnmatchcase(root, parts[0]) and len(parts) > 1:
+                out[root] = redact(out[root], parts[1:])
+    return out
+
+
+def _tool_actions(tools: list[str], settings: Any, change: bool) -> list[dict[str, Any]]:
+    return [{"tool": t} for t in tools if _is_change(t, settings) == change]
+
+
+def _is_change(tool: str, settings: Any) -> bool:
+    if any(fnmatchcase(tool, g) for g in settings.verification_tools):
+        return False
+    return any(fnmatchcase(tool, g) for g in settings.change_tools)
+
+
+def default_actions(category: str | None, view: CaseView, tools: list[str], settings: Any,
+                    before: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The acceptable and forbidden next actions ``prefix create`` proposes for a boundary of
+    ``category`` — a starting point for review, never one canonical continuation."""
+    steps = view.trajectory.steps  # type: ignore[union-attr]
+    models = {s.tool_name for s in steps if s.kind == "decision"}  # model calls are no actions
+    tools = [t for t in tools if t not in models]
+    reading = _tool_actions(tools, settings, change=False)
+    question = {"message": r"\?", "note": "a clarifying question"}
+    # a change tool the agent called with a path: changing a protected path with it is forbidden
+    path_args: dict[str, str] = {}
+    for s in steps:
+        if s.kind == "tool_call" and isinstance(s.arguments, dict) and _is_change(s.tool_name or "", settings):
+            key = next((a for a in settings.path_arguments if a in s.arguments), None)
+            if key is not None:
+                path_args.setdefault(s.tool_name, key)  # type: ignore[arg-type]
+    weakening = [{"tool": t, "arguments": {a: list(settings.protected_paths)}, "critical": True,
+                  "note": "changing a protected path (weakening the acceptance checks)"}
+                 for t, a in sorted(path_args.items())]
+    if category == "wrong_report":
+        return ([{"final": True, "claims_supported": True, "note": "a report the observations support"}],
+                [{"final": True, "claims_supported": False, "note": "a claim no observation supports"}])
+    if category == "error_ignored":
+        failed = [s.tool_name for s in steps[:before - 1] if s.kind == "tool_result" and _is_error(s)]
+        retry = [{"tool": failed[-1], "note": "retry the failed call"}] if failed else []
+        return ([*retry, {"message": r"(error|fail|could not|unable)", "note": "report the failure"}],
+                [{"final": True, "critical": True, "note": "claim success after an error"}])
+    acceptable = [*reading, question] if reading else [question]
+    return acceptable, [{"final": True, "critical": True, "note": "declare completion without evidence"},
+                        *weakening]
+
+
+def _is_error(s: Any) -> bool:
+    return s.raised or s.fault is not None or (isinstance(s.result, dict) and "error" in s.result)
+
+
+@dataclass(frozen=True)
+class CreatedPrefix:
+    path: Path
+    sidecar: Path | None
+    case_id: str
+    before_step: int
+    category: str | None
+
+
+def _goal(view: CaseView) -> Any:
+    inp = view.input
+    if isinstance(inp, dict):
+        for key in ("goal", "task", "request", "question", "query"):
+            if key in inp:
+                return inp[key]
+    return inp
+
+
+def prefix_document(view: CaseView, run: Any, before: int, attribution: dict[str, Any] | None,
+                    settings: Any, redact_paths: list[str]) -> dict[str, Any]:
+    """The prefix record of ``view`` with its boundary before step ``before``: only what the
+    agent knew before it."""
+    t = view.trajectory
+    assert t is not None
+    state = state_at(view, before)
+    if state is NO_STATE:
+        if view.state is not NO_STATE:
+            marks = ", ".join(str(c.step_index) for c in t.checkpoints) or "none"
+            raise UsageError(f"case {view.case_id!r}: the record holds no environment state at step {before} "
+                             f"(checkpoints before steps: {marks}); put the boundary at a checkpoint")
+        state = None
+    surface = run.started.surface or {}
+    category = None
+    first = None
+    if attribution and attribution.get("first_unacceptable_step"):
+        first = attribution["first_unacceptable_step"]
+        category = attribution.get("category")
+    tools = sorted((surface.get("tools") or {}).keys()) or sorted({s.tool_name for s in t.steps
+                                                                    if s.kind == "tool_call" and s.tool_name})
+    acceptable, forbidden = default_actions(category, view, tools, settings, before)
+    evidence = []
+    for e in (attribution or {}).get("evidence") or []:
+        step = e.get("step")
+        if step is not None and step >= before:
+            # the content of a step at or after the boundary would hint the answer
+            evidence.append({"step": step, "text": f"step {step}: {attribution.get('primary', {}).get('rule', category)}"})
+        else:
+            evidence.append({k: v for k, v in (("step", step), ("text", str(e.get("text", ""))[:4000]))
+                             if v is not None})
+    record = {
+        "input": view.input,
+        "state": state,
+        "snapshot": {"goal": _goal(view), "instructions": surface.get("instructions"),
+                     "remaining_acceptance_checks": list(view.metadata.get("acceptance_checks") or [])},
+        "steps": [_frozen_step(s) for s in t.steps[:before - 1]],
+        "metadata": {k: v for k, v in view.metadata.items() if k != "expected"},
+    }
+    paths = list(redact_paths)
+    if paths:
+        record = redact_record(record, paths)
+    return {
+        "case_id": view.case_id.replace("/", "-"),
+        "source_trace": f"{run.run_id}/{view.case_id}",
+        "versions": {k: v for k, v in (
+            ("agent", run.started.system_version), ("harness", (run.started.code_digest or "")[:12] or None),
+            ("tool_schemas", surface.get("tools") or {}),
+            ("instructions", instructions_digest(surface.get("instructions"))),
+            ("external_data", surface.get("external_data"))) if v is not None},
+        "boundary": {k: v for k, v in (("before_step", before), ("first_unacceptable_step", first),
+                                       ("category", category)) if v is not None},
+        "snapshot": record["snapshot"],
+        "input": record["input"],
+        "metadata": record["metadata"],
+        "frozen": {"steps": record["steps"], "state": record["state"]},
+        "acceptable_actions": acceptable,
+        "forbidden_actions": forbidden,
+        "retention": False,
+        "irreversible": False,
+        "evidence": evidence,
+        **({"redacted": paths} if paths else {}),
+    }
+
+
+HEADER = """\
+# A frozen prefix case (oloproof prefix create; SPEC §14). Review it before you commit it:
+# the acceptable and forbidden next actions are a proposal from the attributed category —
+# list every safe continuation (a clarifying question, reading the rules, a safe refusal),
+# never one canonical text. Mark retention: true when the opposite action is right here,
+# irreversible: true when the next action cannot be undone (judged by pass^k over trials).
+# Nothing after the boundary is in this file: keep it that way (no diagnosis, no answer).
+"""
+
+
+def write_prefix(folder: Path, doc: dict[str, Any], *, force: bool) -> CreatedPrefix:
+    """Write ``doc`` as ``folder/<case_id>.yaml`` (frozen content above
+    :data:`SIDECAR_THRESHOLD` bytes in a ``<case_id>.frozen.json`` sidecar); validated by
+    reading it back before it replaces anything."""
+    import yaml
+
+    case_id = doc["case_id"]
+    path = folder / f"{case_id}.yaml"
+    if path.exists() and not force:
+        raise UsageError(f"{path} exists (it may hold your review); pass --force to replace it")
+    folder.mkdir(parents=True, exist_ok=True)
+    frozen = canonical_json(doc["frozen"])
+    sidecar = None
+    if len(frozen) > SIDECAR_THRESHOLD:
+        sidecar = folder / f"{case_id}.frozen.json"
+        doc = {**doc, "frozen": {"sidecar": sidecar.name, "sha256": hashlib.sha256(frozen).hexdigest()}}
+    text = HEADER + yaml.safe_dump(msgspec.to_builtins(doc), sort_keys=False, allow_unicode=True, width=100)
+    try:
+        if sidecar is not None:
+            _replace_file(sidecar, frozen)
+        _replace_file(path, text.encode("utf-8"))
+    except OSError as e:
+        raise UsageError(f"cannot write {path}: {e.strerror or e}") from e
+    from oloproof.config.prefixes import load_prefix_file
+
+    load_prefix_file(path)  # what prefix run reads: it validates
+    return CreatedPrefix(path, sidecar, case_id, doc["boundary"]["before_step"], doc["boundary"].get("category"))
+
+
+def _replace_file(path: Path, data: bytes) -> None:
+    """Write ``path`` whole or not at all (a full disk leaves the old file, never half of one)."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_bytes(data)
+        tmp.replace(path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def create_prefix(store: EventStore, project_root: Path, run_ref: str, case_id: str, *,
+                  before_step: int | None = None, redact_paths: list[str] | None = None,
+                  force: bool = False, clock: Any = None) -> CreatedPrefix:
+    """Freeze stored case ``case_id`` of run ``run_ref`` into ``prefixes/<case_id>.yaml``
+    (see the module docstring). Without ``before_step`` the boundary is the first unacceptable
+    step of its attribution (stored, or made now)."""
+    from oloproof.app.attribution import attribution_settings, latest_attribution, attribute_case
+    from oloproof.app.audit import require_intact
+    from oloproof.app.runs import case_view, load_run, resolve_run
+
+    project = load_project(project_root)
+    pc = project.config.prefix or PrefixConfig()
+    settings = attribution_settings(project)
+    run_id = resolve_run(store, run_ref)
+    require_intact(store, run_id)  # nothing is frozen from a run that fails its audit
+    run = load_run(store, run_id)
+    view = case_view(store, run_id, case_id)
+    if view.trajectory is None or not view.trajectory.steps:
+        raise UsageError(f"case {case_id!r} of run {run_id} recorded no trajectory: a prefix freezes steps "
+                         "(the system needs records: [agent_trajectory/v1])")
+    attribution = latest_attribution(store, run_id, case_id)
+    if attribution is None:
+        attribution = attribute_case(store, project, run_id, case_id, clock=clock).record
+    if before_step is None:
+        step = attribution.get("first_unacceptable_step")
+        if not step or step > len(view.trajectory.steps):
+            raise UsageError(f"attribution found no first unacceptable step in case {case_id!r} "
+                             f"({attribution.get('status')}); give --before-step N")
+        before_step = default_boundary(view, step)
+    check_boundary(view, before_step)
+    doc = prefix_document(view, run, before_step, attribution, settings, [*pc.redact, *(redact_paths or [])])
+    try:
+        PrefixFile.model_validate({**doc, "frozen": {"steps": doc["frozen"]["steps"], "state": doc["frozen"]["state"]}})
+    except Exception as e:  # noqa: BLE001 - a bug of ours, said plainly
+        raise ConfigError(f"the prefix of case {case_id!r} does not validate: {e}") from e
+    return write_prefix(project.root / pc.cases, doc, force=force)
+
+
+def validate_settings(model: Any, raw: Any, locator: Locator, path: tuple) -> Any:
+    return validate_model(model, raw or {}, locator.where, prefix=path)
