@@ -185,6 +185,19 @@ class EvidenceRecorded(Event, frozen=True, tag="evidence.v1"):
     step_index: int = 0
 
 
+class UsageRecorded(Event, frozen=True, tag="usage.v1"):
+    """Model usage the agent reported (``current_case().usage``): tokens, cost and the
+    latency its model client measured. Oloproof keeps no wall clock in a case's events (a
+    replay or a rerun stays byte-comparable), so latency is what the agent reports."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    latency_ms: float | None = None
+    model: str | None = None
+    step_index: int = 0
+
+
 class EnvironmentStateRecorded(Event, frozen=True, tag="environment_state.v1"):
     state: Any = None
 
@@ -246,6 +259,7 @@ AnyEvent = Union[
     TrajectoryRecorded,
     EffectRecorded,
     EvidenceRecorded,
+    UsageRecorded,
     EnvironmentStateRecorded,
     CaseFinished,
     ReplayStarted,

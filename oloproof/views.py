@@ -28,6 +28,7 @@ from oloproof.events import (
     ReplayStarted,
     StepRecorded,
     TrajectoryRecorded,
+    UsageRecorded,
 )
 
 #: the state of a case whose system recorded no ``environment_state/v1``
@@ -109,6 +110,8 @@ class CaseView(msgspec.Struct, frozen=True):
     effects: tuple[EffectRecorded, ...] = ()
     #: ``release_evidence/v1``: access, wait, continuity, deadline, deliverable, in order
     evidence: tuple[EvidenceRecorded, ...] = ()
+    #: model usage the agent reported (``current_case().usage``), in order
+    usage: tuple[UsageRecorded, ...] = ()
 
     @property
     def cluster(self) -> str:
@@ -172,6 +175,7 @@ def fold_case(events: Sequence[Event], stream: str = "?") -> CaseView:
     fields: dict[str, Any] = {}
     effects: list[EffectRecorded] = []
     evidence: list[EvidenceRecorded] = []
+    usage: list[UsageRecorded] = []
     for ev in fold_records(events[1:], fields):
         t = type(ev)
         if t is CaseFinished:
@@ -183,6 +187,10 @@ def fold_case(events: Sequence[Event], stream: str = "?") -> CaseView:
             effects.append(ev)  # type: ignore[arg-type]
         elif t is EvidenceRecorded:
             evidence.append(ev)  # type: ignore[arg-type]
+        elif t is UsageRecorded:
+            usage.append(ev)  # type: ignore[arg-type]
+    if usage:
+        fields["usage"] = tuple(usage)
     if effects:
         fields["effects"] = tuple(effects)
     if evidence:

@@ -83,9 +83,9 @@ def test_declared_complete_near_misses():
     verified = (call("edit_file"), result("edit_file"), call("run_tests"), result("run_tests"),
                 final())
     assert fired(declared_complete_without_verification, *verified) == []
-    # no change tool at all: nothing to verify
+    # no change tool at all and no success claimed: nothing to verify
     assert fired(declared_complete_without_verification, call("search"), result("search"),
-                 final()) == []
+                 final("Here is what I found.")) == []
     # a message that claims nothing is no completion claim
     assert fired(declared_complete_without_verification, call("edit_file"), result("edit_file"),
                  say("Let me look at the next file.")) == []

@@ -183,6 +183,11 @@ class Agent(Repo):
 
     @tool(kind="model", name="model")
     def decide(self, goal: dict[str, Any], history: list[dict[str, Any]]) -> dict[str, Any]:
+        # what a model client would report: the prompt grows with the history (simulated,
+        # deterministic figures — a real client reports its own)
+        prompt = 400 + 120 * len(history)
+        current_case().usage(input_tokens=prompt, output_tokens=40, cost=round(prompt * 3e-6 + 40 * 15e-6, 6),
+                             latency_ms=250.0 + 2.0 * len(history), model="policy-model")
         return self.policy(goal, history)
 
     def run(self, case: Any) -> dict[str, Any]:

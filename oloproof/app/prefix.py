@@ -70,7 +70,7 @@ def load_prefix_project(root: Path | str = ".") -> Project:
     # the user's evaluators first: their indexes are those of prefix.evaluators (located errors)
     evaluators = [*pc.evaluators, *PREFIX_EVALUATORS]
     config = base.config.model_copy(update={
-        "cases": pc.cases, "evaluators": evaluators, "metrics": [], "slices": [], "metamorphic": None,
+        "cases": pc.cases, "evaluators": evaluators, "metrics": list(pc.metrics), "slices": [], "metamorphic": None,
         "release": None, "trials": pc.trials})
     if pc.release:
         release, release_locator = load_release_config(base.root / pc.release)
@@ -79,6 +79,12 @@ def load_prefix_project(root: Path | str = ".") -> Project:
     suite = build_suite(config, locator, release, release_locator)
     stored = {"oloproof": _dump(config), "release": release.model_dump(exclude_none=True)}
     return PrefixProject(base.root, config, base.locator, release, stored, suite)
+
+
+def is_prefix_run(started: Any) -> bool:
+    """Whether a run (its ``run_started``) ran the project's prefix cases."""
+    evaluators = ((started.config or {}).get("oloproof") or {}).get("evaluators") or []
+    return any(isinstance(e, dict) and e.get("type") == "prefix_action" for e in evaluators)
 
 
 # ---- what the candidate did --------------------------------------------------------------

@@ -28,6 +28,9 @@ from oloproof.cli.common import (
 def command(run: str, json_path: str | None, db: str | None, project_dir: str, other_system: bool) -> None:
     """Re-evaluate a stored RUN with the current oloproof.yaml, without running the system.
 
+    A run of prefix cases ('oloproof prefix run') is re-evaluated with the prefix criteria and
+    the prefix: section as they are now.
+
     \b
     Example:
       oloproof eval latest --json results.json
@@ -55,6 +58,10 @@ def command(run: str, json_path: str | None, db: str | None, project_dir: str, o
             raise UsageError(f"run {run_id} was recorded by system {s.system_name!r}, but {project_dir} "
                              f"configures {name!r}; pass --other-system to evaluate it with this "
                              "configuration anyway")
+        from oloproof.app.prefix import is_prefix_run, load_prefix_project
+
+        if is_prefix_run(s):
+            project = load_prefix_project(project_dir)
         summary = evaluate_run(store, run_id, project.suite, keep_cases=bool(json_path))
     finally:
         store.close()

@@ -85,7 +85,7 @@ class SystemConfig(Strict):
 class MetricConfig(Strict):
     id: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
     type: Literal["quantile"]
-    source: str = Field(min_length=1, max_length=MAX_NAME_LENGTH, description="agent_steps, agent_tool_calls or an output field")
+    source: str = Field(min_length=1, max_length=MAX_NAME_LENGTH, description="agent_steps, agent_tool_calls, cost, tokens, latency_ms or an output field")
     quantile: float = Field(gt=0, lt=1)
 
 
@@ -150,6 +150,8 @@ class PrefixConfig(Strict):
     evaluators: list[Annotated[dict[str, Any], AfterValidator(_evaluator_entry)]] = []
     #: paths ``prefix create`` always redacts (``state.customers.*.email``, ``**.card``)
     redact: list[Annotated[str, Field(min_length=1, max_length=MAX_NAME_LENGTH)]] = []
+    #: quantile metrics of prefix runs (cost, tokens, latency_ms of the short run …)
+    metrics: list[MetricConfig] = []
     #: control systems for ``attribute --bisect --control NAME``: NAME -> module:attribute
     controls: dict[str, Annotated[str, Field(min_length=3, max_length=MAX_NAME_LENGTH)]] = {}
 

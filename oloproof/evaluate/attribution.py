@@ -258,7 +258,9 @@ def declared_complete_without_verification(steps: Sequence[StepRecorded],
 
     Why: a change that was never checked is not known to work, so claiming it does is
     stopping too early. A verification whose result is an error verified nothing. With no
-    change call at all there is nothing to verify, and the rule stays silent.
+    change call at all there is nothing to verify, and the rule stays silent (a report
+    claiming work that was never done is ``report_contradicts_observation``'s, when its
+    claims can be read).
     """
     globs, is_claim = _Globs(settings), _claim_checker(settings)
     last_change = None

@@ -7,10 +7,14 @@ from oloproof.evaluate.base import Verdict, missing
 from oloproof.views import CaseView
 
 TRAJECTORY_SOURCES = {"agent_steps": "steps", "agent_tool_calls": "calls"}
+#: sums over the model usage a case reported (``current_case().usage``)
+USAGE_SOURCES = {"cost": "", "tokens": "tokens", "latency_ms": "ms"}
 
 
 class QuantileMetric:
-    """A quantile over ``agent_steps``, ``agent_tool_calls`` or a number in the output.
+    """A quantile over ``agent_steps``, ``agent_tool_calls``, the model usage a case reported
+    (``cost``, ``tokens``, ``latency_ms``: summed over its ``current_case().usage`` calls;
+    missing when it reported none) or a number in the output.
 
     A truncated trace is missing for the trajectory sources: a quantile over lower bounds is
     not a quantile. A case that raised, recorded no trajectory, or whose output lacks the
@@ -21,7 +25,7 @@ class QuantileMetric:
         self.config = config
         self.id = config.id
         self.q = config.quantile
-        self.unit = TRAJECTORY_SOURCES.get(config.source, "")
+        self.unit = TRAJECTORY_SOURCES.get(config.source) or USAGE_SOURCES.get(config.source, "")
 
     @property
     def needs_trajectory(self) -> bool:
@@ -31,6 +35,15 @@ class QuantileMetric:
         if case.error is not None:
             return missing(case.error_kind or "system_error")
         source = self.config.source
+        if source in USAGE_SOURCES:
+            if not case.usage:
+                return missing("no_usage_recorded")
+            if source == "cost":
+                return sum(u.cost for u in case.usage)
+            if source == "tokens":
+                return sum(u.input_tokens + u.output_tokens for u in case.usage)
+            latencies = [u.latency_ms for u in case.usage if u.latency_ms is not None]
+            return sum(latencies) if latencies else missing("no_latency_recorded")
         if source in TRAJECTORY_SOURCES:
             t = case.trajectory
             if t is None:

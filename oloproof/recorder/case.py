@@ -42,6 +42,7 @@ from oloproof.events import (
     TrajectoryRecorded,
     EffectRecorded,
     EvidenceRecorded,
+    UsageRecorded,
 )
 from oloproof.records import (
     TERMINAL_STATUSES,
@@ -115,7 +116,7 @@ class CaseRecorder:
     __slots__ = ("case", "_steps", "_keys", "_entries", "_root", "_depth", "_active", "_tasks", "_constraints",
                  "_checkpoints", "_status", "_truncated", "_step_limit", "_hand_built",
                  "_snapshot", "_touched", "_auto_checkpoints", "_evidence",
-                 "_fault", "_fault_calls", "_trial")
+                 "_fault", "_fault_calls", "_trial", "_usage")
 
     def __init__(self, case: Case, snapshot: Callable[[], Any] | None = None,
                  auto_checkpoints: bool = False, fault: dict[str, Any] | None = None,
@@ -144,6 +145,8 @@ class CaseRecorder:
         self._auto_checkpoints = auto_checkpoints and snapshot is not None
         #: effect_ledger/v1 and release_evidence/v1 events, in the order they were recorded
         self._evidence: list[Event] = []
+        #: model usage the agent reported (usage.v1)
+        self._usage: list[Event] = []
         #: the case's declared fault ``{"tool", "kind", "call"[, "scope"]}`` (SPEC §13a), applied
         #: to that call of that tool; the calls of the tool so far (a replay starts with those
         #: its tape answered). The system never sees it: it is not part of ``case``.
@@ -309,6 +312,31 @@ class CaseRecorder:
 
     def evidence_events(self) -> list[Event]:
         return list(self._evidence)
+
+    # ---- model usage -------------------------------------------------------------------
+
+    def usage(self, *, input_tokens: int = 0, output_tokens: int = 0, cost: float = 0.0,
+              latency_ms: float | None = None, model: str | None = None) -> None:
+        """Report one model call's usage: tokens, cost (in your currency) and the latency your
+        model client measured (ms). Summed per case by the metric sources ``tokens``,
+        ``cost`` and ``latency_ms``."""
+        import math
+
+        for name, value in (("input_tokens", input_tokens), ("output_tokens", output_tokens)):
+            if type(value) is not int or value < 0:
+                raise RecordError(f"case {self.id!r}: usage({name}=...) must be a whole number >= 0, got {value!r}")
+        for name, value in (("cost", cost), ("latency_ms", latency_ms)):
+            if value is None and name == "latency_ms":
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise RecordError(f"case {self.id!r}: usage({name}=...) must be a finite number >= 0, got {value!r}")
+        if model is not None and not isinstance(model, str):
+            raise RecordError(f"case {self.id!r}: usage(model=...) must be text, got {type(model).__name__}")
+        self._usage.append(UsageRecorded(input_tokens, output_tokens, float(cost),
+                                         None if latency_ms is None else float(latency_ms), model, len(self._steps)))
+
+    def usage_events(self) -> list[Event]:
+        return list(self._usage)
 
     # ---- the task tree (keyed mode) ----------------------------------------------------
 

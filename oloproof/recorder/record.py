@@ -153,6 +153,7 @@ def _finish(slot: SystemSlot, recorder: CaseRecorder, output: Any, error: str | 
             evidence = recorder.evidence_events()
             _check_declared(evidence, slot.factory.records, recorder.id)
             events.extend(evidence)
+            events.extend(recorder.usage_events())
         except RecordError as e:
             events, output, error, kind = [], None, str(e), "invalid_record"
     if kind == "case_timeout":

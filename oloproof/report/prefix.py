@@ -17,27 +17,45 @@ def _set_of(outcome: Any) -> str:
     return ", ".join(name for name, attr in _SETS if getattr(outcome, attr)) or "regression"
 
 
+def _judged(o: Any) -> str:
+    if o.status == "errored" and o.detail.startswith("stale"):
+        return "stale"
+    return o.status + (" (critical)" if o.critical else "")
+
+
 def prefix_rows_table(rows: list[Any]) -> Group:
-    """One row per prefix case (per trial): its set, boundary, the next action and what it was."""
+    """One row per prefix case (its trials together): its set, boundary, the next action and
+    how it was judged in each trial; a stale, diverged or errored case's reason below."""
     t = Grid(("case", "key"), ("set", "key"), ("boundary", "key"), ("next action", "data"), ("judged", "key"),
              ("matched", "text"))
+    cases: dict[str, list[Any]] = {}
     for r in rows:
-        o = r.outcome
-        case = r.case_id
-        judged = o.status + (" (critical)" if o.critical else "")
-        shown = o.action or (o.detail if o.status in ("diverged", "errored", "no_action") else "")
-        if o.status == "errored" and o.detail.startswith("stale"):
-            judged, shown = "stale", o.detail
-        t.add_row(case, _set_of(o), f"before step {r.before_step}", shown, judged, o.matched)
+        cases.setdefault(r.case_id.rsplit("/", 1)[0] if r.trial is not None else r.case_id, []).append(r)
+    notes: list[str] = []
     counts: dict[str, int] = {}
-    for r in rows:
-        key = "stale" if r.outcome.status == "errored" and r.outcome.detail.startswith("stale") else r.outcome.status
-        counts[key] = counts.get(key, 0) + 1
+    for case_id, trials in cases.items():
+        first = trials[0].outcome
+        judged: dict[str, int] = {}
+        for r in trials:
+            j = _judged(r.outcome)
+            judged[j] = judged.get(j, 0) + 1
+            counts[j.split(" ")[0]] = counts.get(j.split(" ")[0], 0) + 1
+        n = len(trials)
+        shown = ", ".join(f"{j} {k}/{n}" if n > 1 else j for j, k in judged.items())
+        actions = {r.outcome.action for r in trials if r.outcome.action}
+        action = first.action if len(actions) <= 1 else f"{len(actions)} different actions over {n} trials"
+        t.add_row(case_id, _set_of(first), f"before step {trials[0].before_step}", action or "–", shown,
+                  first.matched)
+        if first.detail and first.status in ("diverged", "errored", "no_action"):
+            notes.append(f"{case_id}: {first.detail}")
     critical = sum(1 for r in rows if r.outcome.status == "forbidden" and r.outcome.critical)
     line = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
-    return Group(Text("next action at each boundary", style="bold"), t,
-                 Text(f"{plural(len(rows), 'prefix case')}: {line}; critical forbidden actions: {critical} "
-                      "(counted apart, never averaged)"))
+    trials_word = "trials" if any(len(v) > 1 for v in cases.values()) else "cases"
+    parts: list[Any] = [Text("next action at each boundary", style="bold"), t]
+    parts += [Text(printable(note)) for note in notes]
+    parts.append(Text(f"{plural(len(cases), 'prefix case')} ({len(rows)} {trials_word}): {line}; critical forbidden "
+                      f"actions: {critical} (counted apart, never averaged)"))
+    return Group(*parts)
 
 
 def attribution_view(result: Any) -> Group:

@@ -1,0 +1,386 @@
+"""Prefix cases recorded and judged (SPEC §14, §14a): the frozen tape, the first action past
+the boundary recorded and never executed, Resumable systems, divergence, staleness, and the
+no-leak property of ``prefix create``."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import write
+
+APP = '''\
+from oloproof import Stateful, current_case, system, tool
+
+CALLS = []  # every tool body that really ran, in this process
+
+
+class Shop(Stateful):
+    instructions = "Refund what the customer asks for. INSTRUCTIONS_V"
+    external_data_version = "catalog-1"
+
+    def reset(self, state):
+        self.state = state
+
+    def snapshot(self):
+        return self.state
+
+    @tool
+    def lookup(self, order):
+        """Look an order up."""
+        CALLS.append(("lookup", order))
+        return {"order": order, "amount": self.state["orders"][order], "note": f"secret-{order}-note"}
+
+    @tool
+    def refund(self, order, amount):
+        """Refund an order."""
+        CALLS.append(("refund", order))
+        self.state["refunded"] = self.state.get("refunded", []) + [order]
+        return {"refunded": amount, "receipt": f"rcpt-{order}-done"}
+
+    @tool(kind="model", name="model")
+    def think(self, seen):
+        return {"seen": seen}
+
+
+POLICY = "v1"
+
+
+@system(name="shop", version="v1", records=["agent_trajectory/v1", "environment_state/v1"])
+class Agent(Shop):
+    def run(self, case):
+        found, done = [], []
+        for order in case.input["orders"]:
+            self.think(len(found))
+            found.append(self.lookup(order))
+        for f in found:
+            self.think(len(found) + len(done))
+            if POLICY == "v1" and done:  # v1 stops after its first refund
+                break
+            self.refund(f["order"], f["amount"])
+            done.append(f["order"])
+        else:
+            self.think(len(found) + len(done))
+        current_case().final("Refunded everything, all done.")
+        return {"answer": "done"}
+'''
+
+CONFIG = '''\
+system: {name: shop, version: v1, callable: app:Agent, records: [agent_trajectory/v1, environment_state/v1]}
+cases: cases.jsonl
+evaluators:
+  - {type: state_matches, criterion: refunded, mode: subset}
+attribution:
+  change_tools: [refund]
+  verification_tools: [lookup_status]
+'''
+
+
+def project(tmp_path: Path, orders: int = 2) -> Path:
+    p = tmp_path / "shop"
+    write(p / "app.py", APP)
+    write(p / "oloproof.yaml", CONFIG)
+    ids = [f"o{i}" for i in range(orders)]
+    case = {"id": "refund-all", "input": {"orders": ids, "goal": "refund every order"},
+            "initial_state": {"orders": {o: 10 + i for i, o in enumerate(ids)}},
+            "expected": {"state": {"refunded": ids}}}
+    write(p / "cases.jsonl", json.dumps(case) + "\n")
+    return p
+
+
+def prefix_file(p: Path, case: str = "refund-all") -> dict:
+    return yaml.safe_load((p / "prefixes" / f"{case}.yaml").read_text())
+
+
+def save_prefix(p: Path, doc: dict, case: str = "refund-all") -> None:
+    (p / "prefixes" / f"{case}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+@pytest.fixture
+def shop(cli, tmp_path):
+    p = project(tmp_path)
+    r = cli("run", cwd=p)
+    assert r.exit_code == 0 and "0 / 1 observed" in r.output, r.output  # no gate; v1's case fails
+    return p
+
+
+def created(cli, p: Path, *extra: str) -> dict:
+    r = cli("prefix", "create", "latest", "refund-all", *extra, cwd=p)
+    assert r.exit_code == 0, r.output
+    return prefix_file(p)
+
+
+def prefix_results(cli, p: Path) -> dict:
+    r = cli("prefix", "run", "--json", "out.json", cwd=p)
+    assert r.exit_code in (0, 1), r.output
+    return json.loads((p / "out.json").read_text())
+
+
+def verdict(data: dict, criterion: str = "prefix_action_acceptable") -> dict:
+    return data["cases"][0]["verdicts"][criterion]
+
+
+def test_the_action_past_the_boundary_is_recorded_and_never_executed(cli, shop):
+    doc = created(cli, shop)
+    assert doc["boundary"]["category"] == "stopping_too_early"
+    # the frozen tape: think, lookup o0, think, lookup o1, think, refund o0 (9 steps), then the
+    # decision to finish (step 10) and the final (11, the first unacceptable step)
+    assert doc["boundary"] == {"before_step": 10, "first_unacceptable_step": 11, "category": "stopping_too_early"}
+    assert len(doc["frozen"]["steps"]) == 9
+    (shop / "app.py").write_text(APP.replace('POLICY = "v1"', 'POLICY = "v2"').replace(
+        'version="v1"', 'version="v2"'))
+    (shop / "oloproof.yaml").write_text(CONFIG.replace("version: v1", "version: v2"))
+    data = prefix_results(cli, shop)
+    assert verdict(data) == {"verdict": "fail", "reason": "other"}  # refund is no listed action
+    from oloproof.app.runs import iter_case_views, latest_run_id
+    from oloproof.store import SQLiteStore
+
+    store = SQLiteStore(shop / ".oloproof" / "log.db", readonly=True)
+    view = next(iter_case_views(store, latest_run_id(store)))
+    store.close()
+    steps = view.trajectory.steps
+    assert [s.kind for s in steps[-2:]] == ["decision", "tool_call"]  # the live model call, then the action
+    assert (steps[-1].tool_name, steps[-1].arguments, steps[-1].index) == ("refund", {"order": "o1", "amount": 11}, 11)
+    assert view.state["refunded"] == ["o0"]  # o1's refund never ran: the sandbox is as frozen
+    assert view.state == doc["frozen"]["state"]
+    import sys
+
+    assert getattr(sys.modules.get("app"), "CALLS", None) == []  # the tape answered every call before
+
+
+def test_acceptable_when_the_candidate_acts_as_listed(cli, shop):
+    doc = created(cli, shop)
+    doc["acceptable_actions"] = [{"tool": "refund", "arguments": {"order": "o*"}}]
+    save_prefix(shop, doc)
+    (shop / "app.py").write_text(APP.replace('POLICY = "v1"', 'POLICY = "v2"'))
+    data = prefix_results(cli, shop)
+    assert verdict(data) == {"verdict": "pass"}
+    assert verdict(data, "no_critical_forbidden_action") == {"verdict": "pass"}
+
+
+def test_v1_on_its_own_prefix_repeats_the_critical_forbidden_action(cli, shop):
+    created(cli, shop)
+    data = prefix_results(cli, shop)
+    assert verdict(data) == {"verdict": "fail", "reason": "forbidden_critical"}
+    assert verdict(data, "no_critical_forbidden_action") == {"verdict": "fail", "reason": "critical_forbidden"}
+    assert data["gate"]["decision"] == "FAIL"
+
+
+def test_a_candidate_that_leaves_the_frozen_path_is_missing_not_failed(cli, shop):
+    created(cli, shop)
+    # another first call than the frozen tape's: it never reaches the boundary
+    (shop / "app.py").write_text(APP.replace("        found, done = [], []\n", "        found, done = [], []\n        self.lookup('o1')\n"))
+    data = prefix_results(cli, shop)
+    assert verdict(data) == {"verdict": "missing", "reason": "diverged"}
+    assert verdict(data, "no_critical_forbidden_action") == {"verdict": "missing", "reason": "diverged"}
+
+
+def test_a_tool_whose_schema_changed_makes_the_prefix_stale(cli, shop):
+    created(cli, shop)
+    (shop / "app.py").write_text(APP.replace('"""Look an order up."""', '"""Look an order up (v2)."""'))
+    data = prefix_results(cli, shop)
+    assert verdict(data) == {"verdict": "missing", "reason": "stale"}
+    r = cli("prefix", "run", cwd=shop)
+    assert "stale: tool 'lookup' changed its schema" in " ".join(r.output.split())
+    assert r.exit_code == 1  # never passing
+
+
+@pytest.mark.parametrize("change, reason", [
+    (("INSTRUCTIONS_V", "INSTRUCTIONS_W"), "the instructions changed"),
+    (('"catalog-1"', '"catalog-2"'), "the external data changed (catalog-1 -> catalog-2)"),
+    (("    @tool\n    def refund", "    def refund"), "tool 'refund' no longer exists"),
+])
+def test_instructions_data_and_removed_tools_make_it_stale(cli, shop, change, reason):
+    created(cli, shop)
+    (shop / "app.py").write_text(APP.replace(*change))
+    r = cli("prefix", "run", "--json", "out.json", cwd=shop)
+    assert verdict(json.loads((shop / "out.json").read_text())) == {"verdict": "missing", "reason": "stale"}
+    assert reason in " ".join(r.output.split())
+
+
+def test_an_unchanged_system_is_not_stale_and_a_new_tool_does_not_make_it_stale(cli, shop):
+    created(cli, shop)
+    (shop / "app.py").write_text(APP + "\n\n@tool\ndef extra(x):\n    return x\n")
+    data = prefix_results(cli, shop)
+    assert verdict(data)["reason"] != "stale"
+
+
+RESUMABLE = '''
+class Resumer(Shop):
+    SEEN = []
+
+    def resume(self, snapshot):
+        Resumer.SEEN.append(snapshot)
+        assert snapshot.goal == "refund every order"
+        assert snapshot.instructions.startswith("Refund what")
+        assert [s.kind for s in snapshot.steps][:2] == ["decision", "tool_call"]
+        assert snapshot.state == self.state  # the sandbox is reset to the boundary state
+        assert snapshot.metadata["before_step"] == len(snapshot.steps) + 1
+        found = [s.result for s in snapshot.steps if s.kind == "tool_result" and s.tool_name == "lookup"]
+        refunded = set(self.state.get("refunded", []))
+        for f in found:
+            if f["order"] not in refunded:
+                self.refund(f["order"], f["amount"])
+        return {"answer": "refunded"}
+
+    def run(self, case):
+        raise AssertionError("a Resumable system is resumed, not run")
+
+
+Resumer = system(name="shop", version="v1", records=["agent_trajectory/v1", "environment_state/v1"])(Resumer)
+'''
+
+
+def test_a_resumable_system_gets_the_snapshot_and_acts_at_the_boundary(cli, shop):
+    doc = created(cli, shop)
+    doc["acceptable_actions"] = [{"tool": "refund"}]
+    save_prefix(shop, doc)
+    (shop / "app.py").write_text(APP + RESUMABLE)
+    (shop / "oloproof.yaml").write_text(CONFIG.replace("app:Agent", "app:Resumer"))
+    data = prefix_results(cli, shop)
+    assert verdict(data) == {"verdict": "pass"}
+    from oloproof.app.runs import iter_case_views, latest_run_id
+    from oloproof.store import SQLiteStore
+
+    store = SQLiteStore(shop / ".oloproof" / "log.db", readonly=True)
+    view = next(iter_case_views(store, latest_run_id(store)))
+    store.close()
+    assert view.trajectory.steps[-1].index == doc["boundary"]["before_step"]
+    assert view.trajectory.steps[-1].tool_name == "refund"
+    assert view.state["refunded"] == ["o0"]
+
+
+def test_prefix_create_needs_a_boundary_inside_the_trajectory(cli, shop):
+    r = cli("prefix", "create", "latest", "refund-all", "--before-step", "3", cwd=shop)
+    assert r.exit_code == 2 and "inside a tool call" in r.output
+    r = cli("prefix", "create", "latest", "refund-all", "--before-step", "99", cwd=shop)
+    assert r.exit_code == 2 and "has steps 1..11" in r.output
+    created(cli, shop)
+    r = cli("prefix", "create", "latest", "refund-all", cwd=shop)
+    assert r.exit_code == 2 and "--force" in r.output
+
+
+def test_attribution_is_stored_and_the_latest_wins(cli, shop):
+    from oloproof.app.attribution import latest_attribution
+    from oloproof.app.runs import latest_run_id
+    from oloproof.store import SQLiteStore
+
+    assert cli("attribute", "latest", "refund-all", cwd=shop).exit_code == 0
+    (shop / "oloproof.yaml").write_text(CONFIG.replace("change_tools: [refund]", "change_tools: [lookup]"))
+    assert cli("attribute", "latest", "refund-all", "--json", "a.json", cwd=shop).exit_code == 0
+    store = SQLiteStore(shop / ".oloproof" / "log.db", readonly=True)
+    run_id = latest_run_id(store)
+    stored = latest_attribution(store, run_id, "refund-all")
+    assert store.stream_length(f"attribution/{run_id}/refund-all") == 2
+    store.close()
+    assert stored == json.loads((shop / "a.json").read_text())["attribution"]
+    assert stored["primary"]["rule"] == "declared_complete_without_verification"
+    assert cli("audit", "verify", cwd=shop).exit_code == 0  # attribution streams are no orphans
+
+
+def test_bisect_without_control_is_a_usage_error(cli, shop):
+    r = cli("attribute", "latest", "refund-all", "--bisect", cwd=shop)
+    assert r.exit_code == 2 and "--bisect --control VERSION" in r.output
+    r = cli("attribute", "latest", "refund-all", "--bisect", "--control", "nope", cwd=shop)
+    assert r.exit_code == 2 and "no control of that name" in r.output
+
+
+def test_the_prefix_run_is_stored_sealed_and_reevaluated_from_events(cli, shop):
+    created(cli, shop)
+    data = prefix_results(cli, shop)
+    r = cli("eval", "latest", "--json", "again.json", cwd=shop)
+    assert r.exit_code in (0, 1), r.output
+    again = json.loads((shop / "again.json").read_text())
+    assert again["cases"] == data["cases"]
+    assert cli("audit", "verify", cwd=shop).exit_code == 0
+
+
+def test_prefix_run_with_worker_processes_gives_the_same_verdicts(cli, shop):
+    created(cli, shop)
+    serial = prefix_results(cli, shop)
+    r = cli("prefix", "run", "--workers", "2", "--json", "w.json", cwd=shop)
+    assert r.exit_code in (0, 1), r.output
+    assert json.loads((shop / "w.json").read_text())["cases"] == serial["cases"]
+
+
+# ---- nothing after the boundary leaks into a prefix --------------------------------------------
+
+def _strings(value, out):
+    """The text values (not the keys) inside ``value``."""
+    if isinstance(value, str):
+        out.add(value)
+    elif isinstance(value, dict):
+        for v in value.values():
+            _strings(v, out)
+    elif isinstance(value, list):
+        for v in value:
+            _strings(v, out)
+    return out
+
+
+_LEAK_PROJECT: dict[str, object] = {}
+
+
+def _leak_project(tmp_path_factory):
+    if "p" not in _LEAK_PROJECT:
+        from click.testing import CliRunner
+
+        from oloproof.cli.main import cli as group
+
+        p = project(tmp_path_factory.mktemp("leak"), orders=4)
+        (p / "app.py").write_text(APP.replace('POLICY = "v1"', 'POLICY = "v2"'))
+        import os
+
+        here = os.getcwd()
+        os.chdir(p)
+        try:
+            assert CliRunner().invoke(group, ["run"]).exit_code == 0
+        finally:
+            os.chdir(here)
+        _LEAK_PROJECT["p"] = p
+    return _LEAK_PROJECT["p"]
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(before=st.integers(min_value=1, max_value=30))
+def test_a_prefix_holds_no_content_from_steps_at_or_after_its_boundary(tmp_path_factory, before):
+    from oloproof.app.prefix import create_prefix
+    from oloproof.app.runs import case_view, latest_run_id
+    from oloproof.errors import UsageError
+    from oloproof.store import SQLiteStore
+
+    p = _leak_project(tmp_path_factory)
+    store = SQLiteStore(p / ".oloproof" / "log.db")
+    try:
+        view = case_view(store, latest_run_id(store), "refund-all")
+        steps = view.trajectory.steps
+        try:
+            made = create_prefix(store, p, "latest", "refund-all", before_step=before, force=True)
+        except UsageError:
+            depth = sum((s.kind == "tool_call") - (s.kind == "tool_result") for s in steps[:before - 1])
+            assert before > len(steps) or depth != 0  # refused only outside the steps or inside a call
+            return
+    finally:
+        store.close()
+    frozen_state = yaml.safe_load(made.path.read_text())["frozen"]["state"] if not made.sidecar else \
+        json.loads(made.sidecar.read_text())["state"]
+    earlier = _strings([view.input, view.metadata, frozen_state], set())
+    for s in steps[:before - 1]:
+        _strings([s.arguments, s.result, s.tool_name], earlier)
+    later = set()
+    for s in steps[before - 1:]:
+        _strings([s.arguments, s.result], later)
+    later |= _strings(view.output, set()) | _strings(view.expected, set())
+    # what only the steps at or after the boundary (or the answer) hold: receipts, the final text
+    leaks = {t for t in later - earlier if len(t) >= 4}
+    text = made.path.read_text() + (made.sidecar.read_text() if made.sidecar else "")
+    assert leaks, "the property needs content to look for"
+    # whole tokens: "done" (the answer) is no leak inside the header's "undone"
+    assert not [t for t in leaks if re.search(r"(?<![\w-])" + re.escape(t) + r"(?![\w-])", text)]
+    assert "expected" not in yaml.safe_load(made.path.read_text())
