@@ -199,8 +199,9 @@ def redact_record(record: dict[str, Any], paths: list[str]) -> dict[str, Any]:
     out = dict(record)
     for path in paths:
         parts = [p for p in path.split(".") if p]
-        if not parts:
-            continue
+        if len(parts) < 2 and parts != ["**"]:
+            raise UsageError(f"--redact {path!r}: name a path inside input, state, snapshot, steps or metadata "
+                             f"(e.g. {path or 'state'}.customers.*.email, or **.email)")
         for root in ("input", "state", "snapshot", "steps", "metadata"):
             if parts[0] == "**":
                 out[root] = redact(out[root], parts)
@@ -264,8 +265,7 @@ class CreatedPrefix:
     category: str | None
 
 
-def _goal(view: CaseView) -> Any:
-    inp = view.input
+def _goal_of(inp: Any) -> Any:
     if isinstance(inp, dict):
         for key in ("goal", "task", "request", "question", "query"):
             if key in inp:
@@ -307,7 +307,7 @@ def prefix_document(view: CaseView, run: Any, before: int, attribution: dict[str
     record = {
         "input": view.input,
         "state": state,
-        "snapshot": {"goal": _goal(view), "instructions": surface.get("instructions"),
+        "snapshot": {"goal": None, "instructions": surface.get("instructions"),
                      "remaining_acceptance_checks": list(view.metadata.get("acceptance_checks") or [])},
         "steps": [_frozen_step(s) for s in t.steps[:before - 1]],
         "metadata": {k: v for k, v in view.metadata.items() if k != "expected"},
@@ -315,6 +315,10 @@ def prefix_document(view: CaseView, run: Any, before: int, attribution: dict[str
     paths = list(redact_paths)
     if paths:
         record = redact_record(record, paths)
+    # the goal is read from the (redacted) input: a redacted field cannot come back through it
+    record["snapshot"] = {**record["snapshot"], "goal": _goal_of(record["input"])}
+    if paths:
+        record = redact_record(record, [p for p in paths if p.startswith(("snapshot.", "**"))])
     return {
         "case_id": view.case_id.replace("/", "-"),
         "source_trace": f"{run.run_id}/{view.case_id}",
@@ -350,9 +354,13 @@ HEADER = """\
 
 def write_prefix(folder: Path, doc: dict[str, Any], *, force: bool) -> CreatedPrefix:
     """Write ``doc`` as ``folder/<case_id>.yaml`` (frozen content above
-    :data:`SIDECAR_THRESHOLD` bytes in a ``<case_id>.frozen.json`` sidecar); validated by
-    reading it back before it replaces anything."""
-    import yaml
+    :data:`SIDECAR_THRESHOLD` bytes in a ``<case_id>.frozen.json`` sidecar). The files are
+    written in a scratch folder beside it and read back as ``prefix run`` reads them before
+    they replace anything: an invalid document never overwrites a reviewed one."""
+    import shutil
+    import tempfile
+
+    from oloproof.config.prefixes import load_prefix_file
 
     case_id = doc["case_id"]
     path = folder / f"{case_id}.yaml"
@@ -364,28 +372,33 @@ def write_prefix(folder: Path, doc: dict[str, Any], *, force: bool) -> CreatedPr
     if len(frozen) > SIDECAR_THRESHOLD:
         sidecar = folder / f"{case_id}.frozen.json"
         doc = {**doc, "frozen": {"sidecar": sidecar.name, "sha256": hashlib.sha256(frozen).hexdigest()}}
-    text = HEADER + yaml.safe_dump(msgspec.to_builtins(doc), sort_keys=False, allow_unicode=True, width=100)
+    text = HEADER + _yaml_text(msgspec.to_builtins(doc))
+    scratch = Path(tempfile.mkdtemp(prefix=".prefix-", dir=folder))
     try:
+        try:
+            if sidecar is not None:
+                (scratch / sidecar.name).write_bytes(frozen)
+            (scratch / path.name).write_text(text, encoding="utf-8")
+        except OSError as e:
+            raise UsageError(f"cannot write {path}: {e.strerror or e}") from e
+        load_prefix_file(scratch / path.name)  # what prefix run reads: it validates
         if sidecar is not None:
-            _replace_file(sidecar, frozen)
-        _replace_file(path, text.encode("utf-8"))
-    except OSError as e:
-        raise UsageError(f"cannot write {path}: {e.strerror or e}") from e
-    from oloproof.config.prefixes import load_prefix_file
-
-    load_prefix_file(path)  # what prefix run reads: it validates
+            (scratch / sidecar.name).replace(sidecar)
+        (scratch / path.name).replace(path)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     return CreatedPrefix(path, sidecar, case_id, doc["boundary"]["before_step"], doc["boundary"].get("category"))
 
 
-def _replace_file(path: Path, data: bytes) -> None:
-    """Write ``path`` whole or not at all (a full disk leaves the old file, never half of one)."""
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        tmp.write_bytes(data)
-        tmp.replace(path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+def _yaml_text(data: Any) -> str:
+    """Readable YAML (text as it is) when it reads back as the same data; escaped otherwise
+    (PyYAML writes a few characters raw that it reads back as others: NEL becomes a space)."""
+    import yaml
+
+    text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
+    if yaml.safe_load(text) == data:
+        return text
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=False, width=100)
 
 
 def create_prefix(store: EventStore, project_root: Path, run_ref: str, case_id: str, *,
@@ -405,6 +418,9 @@ def create_prefix(store: EventStore, project_root: Path, run_ref: str, case_id: 
     require_intact(store, run_id)  # nothing is frozen from a run that fails its audit
     run = load_run(store, run_id)
     view = case_view(store, run_id, case_id)
+    if view.started is not None and view.started.prefix is not None:
+        raise UsageError(f"case {case_id!r} of run {run_id} is itself a prefix case (a prefix run); freeze "
+                         "prefixes from the end-to-end run it came from")
     if view.trajectory is None or not view.trajectory.steps:
         raise UsageError(f"case {case_id!r} of run {run_id} recorded no trajectory: a prefix freezes steps "
                          "(the system needs records: [agent_trajectory/v1])")

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from oloproof.config.cases import SuiteCase, SuiteInfo, shown_path
 from oloproof.config.limits import case_id_problem, quoted
@@ -251,9 +251,13 @@ class PrefixCases:
     def validate(self, keep_ids: bool = False) -> SuiteInfo:
         seen: dict[str, str] = {}
         digest = hashlib.sha256()
-        for case in self:
+        for path in self.files():
+            case = load_prefix_case(path)
+            if case.id in seen:
+                raise CaseFileError(f"{shown_path(path)}: case {quoted(case.id)}: field 'case_id': duplicate id "
+                                    f"(also {seen[case.id]}); keep one file per case")
             digest.update(f"{case.id}\x00{case.fingerprint}\n".encode())
-            seen[case.id] = case.id
+            seen[case.id] = path.name
         if not seen:
             raise CaseFileError(f"{self.label}: no prefix cases (*.yaml); create one with "
                                 "'oloproof prefix create RUN CASE'")
@@ -310,10 +314,19 @@ def _frozen_content(path: Path, model: PrefixFile, locator: Any, who: str) -> di
                                 "after the prefix was created; create the prefix again)")
         try:
             content = msgspec.json.decode(raw)
-            parsed = [FrozenStep.model_validate(s) for s in content.get("steps", [])]
-        except Exception as e:  # noqa: BLE001 - any problem of a user's file is located
-            raise CaseFileError(f"{where}: {side.name} is not a frozen prefix ({type(e).__name__}: "
-                                f"{str(e)[:200]})") from None
+        except (msgspec.DecodeError, RecursionError) as e:
+            raise CaseFileError(f"{where}: {side.name} is not JSON ({str(e)[:200]})") from None
+        if not isinstance(content, dict) or not isinstance(content.get("steps", []), list):
+            raise CaseFileError(f"{where}: {side.name} is not a frozen prefix (an object with steps and state)")
+        parsed = []
+        for i, step in enumerate(content.get("steps", [])):
+            try:
+                parsed.append(FrozenStep.model_validate(step))
+            except ValidationError as e:
+                err = e.errors()[0]
+                field = ".".join(str(x) for x in err["loc"]) or "step"
+                message = str(err["msg"]).removeprefix("Value error, ")
+                raise CaseFileError(f"{where}: {side.name}: steps[{i}].{field}: {message}") from None
         steps = [s.model_dump(exclude_defaults=True) for s in parsed]
         _full_steps(steps, parsed)
         state = content.get("state")

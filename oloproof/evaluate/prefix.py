@@ -90,8 +90,8 @@ def _arguments_match(pattern: dict[str, Any], arguments: Any) -> bool:
         elif isinstance(want, str):
             if not fnmatchcase(str(got), want):
                 return False
-        elif got != want:
-            return False
+        elif got != want or isinstance(got, bool) != isinstance(want, bool):
+            return False  # true is no 1, false no 0
     return True
 
 

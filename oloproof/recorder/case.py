@@ -216,9 +216,17 @@ class CaseRecorder:
         """Append a ``message`` step; returns its index."""
         return self._step("message", arguments={"text": text}, agent=agent)
 
-    def final(self, text: Any, *, agent: str | None = None) -> int:
-        """Append a ``final`` step (the agent's answer); returns its index."""
-        return self._step("final", result=text, agent=agent)
+    def final(self, text: Any, *, agent: str | None = None, claims: dict[str, Any] | None = None) -> int:
+        """Append a ``final`` step (the agent's answer); returns its index. ``claims``: the
+        answer's factual claims as ``{name: value}`` (``{"refunded_total": 40.0}``), checked one
+        by one against the tool results by ``claims_supported``; the step's result is then
+        ``{"text": text, "claims": claims}``."""
+        if claims is None:
+            return self._step("final", result=text, agent=agent)
+        if not isinstance(claims, dict) or not all(isinstance(k, str) for k in claims):
+            raise RecordError(f"case {self.id!r}: final(claims=...) must be a mapping of claim names to values, "
+                              f"got {type(claims).__name__}")
+        return self._step("final", result={"text": text, "claims": claims}, agent=agent)
 
     def handoff(self, to_agent: str, *, agent: str | None = None) -> int:
         """Append a ``handoff`` step passing control to ``to_agent``."""
