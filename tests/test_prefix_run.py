@@ -282,6 +282,52 @@ def test_attribution_is_stored_and_the_latest_wins(cli, shop):
     assert stored == json.loads((shop / "a.json").read_text())["attribution"]
     assert stored["primary"]["rule"] == "declared_complete_without_verification"
     assert cli("audit", "verify", cwd=shop).exit_code == 0  # attribution streams are no orphans
+    shown = " ".join(cli("show", "latest", "refund-all", cwd=shop).output.split())
+    assert "attribution: first unacceptable step 11 (stopping_too_early, layer model, confidence high)" in shown
+    r = cli("export", "latest", "--format", "jsonl", "--out", "x.jsonl", cwd=shop)
+    assert r.exit_code == 0, r.output
+    lines = [json.loads(line) for line in (shop / "x.jsonl").read_text().splitlines()]
+    assert [x["data"] for x in lines if x["record"] == "attribution"] == [stored]
+
+
+def test_structured_claims_given_with_final_are_checked(cli, tmp_path):
+    p = project(tmp_path)
+    (p / "app.py").write_text(APP.replace('current_case().final("Refunded everything, all done.")',
+                                          'current_case().final("Done.", claims={"refunded": 99})'))
+    (p / "oloproof.yaml").write_text(CONFIG.replace("evaluators:\n", "evaluators:\n  - {type: claims_supported}\n"))
+    r = cli("run", "--json", "r.json", cwd=p)
+    assert r.exit_code == 0, r.output
+    case = json.loads((p / "r.json").read_text())["cases"][0]
+    assert case["verdicts"]["claims_supported"] == {"verdict": "fail", "reason": "contradicted_claim"}
+
+
+def test_the_model_judge_is_asked_only_when_no_rule_decides(cli, shop):
+    (shop / "app.py").write_text(APP + '''
+
+ASKED = []
+
+
+def judge(case, failed):
+    ASKED.append(case.case_id)
+    return {"step": 10, "category": "gave_up_early", "layer": "model", "rationale": "stopped with an order left"}
+''')
+    no_rule = CONFIG.replace("change_tools: [refund]", "change_tools: [nothing]") + "  judge: app:judge\n"
+    (shop / "oloproof.yaml").write_text(no_rule)
+    r = cli("attribute", "latest", "refund-all", "--json", "j.json", cwd=shop)
+    assert r.exit_code == 0, r.output
+    a = json.loads((shop / "j.json").read_text())["attribution"]
+    assert (a["source"], a["first_unacceptable_step"], a["category"]) == ("judge", 10, "gave_up_early")
+    assert (a["confidence"], a["needs_review"]) == ("low", True)  # a model's reading is never unreviewed
+    # with a rule that decides, the judge is not asked
+    (shop / "oloproof.yaml").write_text(CONFIG + "  judge: app:judge\n")
+    assert cli("attribute", "latest", "refund-all", "--json", "k.json", cwd=shop).exit_code == 0
+    import sys
+
+    assert sys.modules["app"].ASKED == []  # the module was loaded again for this command: not asked
+    assert json.loads((shop / "k.json").read_text())["attribution"]["source"] == "rules"
+    (shop / "oloproof.yaml").write_text(CONFIG + "  judge: app:nope\n")
+    r = cli("attribute", "latest", "refund-all", cwd=shop)
+    assert r.exit_code == 2 and "has no attribute 'nope'" in r.output
 
 
 def test_bisect_without_control_is_a_usage_error(cli, shop):

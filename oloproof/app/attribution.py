@@ -55,7 +55,7 @@ def load_judge(project: Project) -> Callable[..., Any] | None:
                           f"module:function, got {spec!r}")
     from oloproof.app.project import _import
 
-    judge = _import(project, spec, "judge")
+    judge = _import(project, spec, "judge", "attribution")
     if not callable(judge):
         raise ConfigError(f"{project.locator.where(('attribution', 'judge'))}: attribution.judge {spec!r} "
                           "is not callable")
@@ -134,7 +134,8 @@ def load_control(project: Project, name: str) -> Any:
             raise UsageError(f"--control {name!r}: no control of that name (prefix.controls: {known}); name one "
                              "under prefix.controls in oloproof.yaml, or give module:attribute")
         spec = name
-    obj = _import(project, spec, "callable")
+    obj = _import(project, spec, name, "prefix.controls") if name in controls else \
+        _import(project, spec, "--control", "attribute")
     info = system_info(obj)
     cfg = project.config.system
     factory = SystemFactory(info.name if info else cfg.name, info.version if info else name,

@@ -21,7 +21,7 @@ from typing import Any
 import msgspec
 
 from oloproof.app.project import CONFIG_FILE, Project, _dump, load_project
-from oloproof.config.locate import Locator, validate_model
+from oloproof.config.locate import Locator
 from oloproof.config.models import NoRegression, PrefixConfig, ReleaseConfig, Rule, load_release_config
 from oloproof.config.prefixes import (
     SIDECAR_THRESHOLD,
@@ -440,7 +440,3 @@ def create_prefix(store: EventStore, project_root: Path, run_ref: str, case_id: 
     except Exception as e:  # noqa: BLE001 - a bug of ours, said plainly
         raise ConfigError(f"the prefix of case {case_id!r} does not validate: {e}") from e
     return write_prefix(project.root / pc.cases, doc, force=force)
-
-
-def validate_settings(model: Any, raw: Any, locator: Locator, path: tuple) -> Any:
-    return validate_model(model, raw or {}, locator.where, prefix=path)

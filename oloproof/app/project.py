@@ -136,11 +136,11 @@ def _inside(file: str | None, root: Path) -> bool:
         return False
 
 
-def _import(project: Project, spec: str, key: str) -> Any:
+def _import(project: Project, spec: str, key: str, section: str = "system") -> Any:
     """The object ``module:attribute`` names, imported from the project folder. Anything the
     import does — raise, ``sys.exit()`` — is a located configuration error, never the
     command's own exit."""
-    where = project.locator.where(("system", key))
+    where = project.locator.where((section, key))
     module_name, _, attr = spec.partition(":")
     root = str(project.root)
     if root not in sys.path:
@@ -160,12 +160,12 @@ def _import(project: Project, spec: str, key: str) -> Any:
     except BaseException as e:  # user code: anything can happen on import, SystemExit included
         if isinstance(e, Interrupted):  # the operator's Ctrl-C, not the module's doing
             raise
-        raise ConfigError(f"{where}: system.{key} {spec!r}: cannot import module "
+        raise ConfigError(f"{where}: {section}.{key} {spec!r}: cannot import module "
                           f"{module_name!r}: {type(e).__name__}: {e}") from e
     obj: Any = module
     for part in attr.split("."):
         if not hasattr(obj, part):
-            raise ConfigError(f"{where}: system.{key} {spec!r}: module {module_name!r} "
+            raise ConfigError(f"{where}: {section}.{key} {spec!r}: module {module_name!r} "
                               f"has no attribute {attr!r}")
         obj = getattr(obj, part)
     return obj

@@ -58,9 +58,16 @@ def command(run: str, case: str | None, failed: str | None, db: str | None) -> N
         require_intact(store, run_id)  # a case of a run that fails its audit is not shown
         stored = load_run(store, run_id)
         panel = case_panel(store, stored, suite_from_stored(stored.started.config), case)
+        from oloproof.app.attribution import latest_attribution
+
+        attribution = latest_attribution(store, run_id, panel.view.case_id)
     finally:
         store.close()
     out.print(panel_view(panel.view, panel.verdicts, panel.result.paths))
+    if attribution is not None:
+        from oloproof.report.prefix import attribution_line
+
+        out.print(attribution_line(attribution, run_id, panel.view.case_id))
     rows = replay_rows(panel.view, panel.replays)
     if rows:
         out.print(Text("replays", style="bold"))

@@ -2,7 +2,8 @@
 
 Each case gives an ``agent_trajectory/v1`` line (when it recorded a trajectory), an
 ``environment_state/v1`` line (when it recorded a state), and ``effect_ledger/v1`` and
-``release_evidence/v1`` lines (when its sandbox recorded them); each line carries the run, the
+``release_evidence/v1`` lines (when its sandbox recorded them), an ``attribution`` line (when
+``oloproof attribute`` stored one: the latest); each line carries the run, the
 case and the case's verdicts under the run's own configuration::
 
     {"record": "agent_trajectory/v1", "run_id": ..., "case_id": ..., "verdicts": {...},
@@ -21,7 +22,8 @@ from oloproof.report.panel import release_panel
 from oloproof.views import NO_STATE, CaseView
 
 
-def export_records(run_id: str, view: CaseView, verdicts: dict[str, Any]) -> Iterator[str]:
+def export_records(run_id: str, view: CaseView, verdicts: dict[str, Any],
+                   attribution: dict[str, Any] | None = None) -> Iterator[str]:
     """The JSON lines of one case: its records, each carrying the case's verdicts."""
     head = {"run_id": run_id, "case_id": view.case_id, "verdicts": verdicts}
     t = view.trajectory
@@ -42,6 +44,8 @@ def export_records(run_id: str, view: CaseView, verdicts: dict[str, Any]) -> Ite
     if view.evidence:
         yield canonical_json({"record": "release_evidence/v1", **head,
                               "data": release_panel(view)["evidence"]}).decode()
+    if attribution is not None:
+        yield canonical_json({"record": "attribution", **head, "data": attribution}).decode()
     if t is None and view.state is NO_STATE and not view.effects and not view.evidence:
         yield canonical_json({"record": "case/v1", **head, "data": {"output": view.output,
                                                                      "error": view.error}}).decode()
@@ -49,8 +53,9 @@ def export_records(run_id: str, view: CaseView, verdicts: dict[str, Any]) -> Ite
 
 def export_lines(store: Any, run_id: str) -> Iterator[str]:
     """The run's records as JSON lines (``oloproof export --format jsonl``), in suite order."""
+    from oloproof.app.attribution import latest_attribution
     from oloproof.app.reports import judged_cases
 
     for view, verdicts in judged_cases(store, run_id):
         shown = {c: {"verdict": v[0], **({"reason": v[1]} if v[1] else {})} for c, v in verdicts.items()}
-        yield from export_records(run_id, view, shown)
+        yield from export_records(run_id, view, shown, latest_attribution(store, run_id, view.case_id))

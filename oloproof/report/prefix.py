@@ -95,3 +95,14 @@ def attribution_view(result: Any) -> Group:
             probes.add_row(str(i), str(p["before_step"]), "yes" if p["recovers"] else "no", p["why"])
         parts += [Text("bisection probes (each a stored replay)", style="bold"), probes]
     return Group(*parts)
+
+
+def attribution_line(a: dict[str, Any], run_id: str, case_id: str) -> Text:
+    """One line for ``oloproof show RUN CASE``: the stored attribution, and where the rest is."""
+    if a.get("first_unacceptable_step") is None:
+        said = a.get("status", "unattributed")
+    else:
+        said = (f"first unacceptable step {a['first_unacceptable_step']} ({a.get('category')}, layer "
+                f"{a.get('layer')}, confidence {a.get('confidence')}"
+                + (", needs review" if a.get("needs_review") else "") + ")")
+    return Text(f"attribution: {printable(said)} — oloproof attribute {run_id} {printable(case_id)} for the causes")
