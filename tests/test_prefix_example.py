@@ -193,8 +193,9 @@ def test_v1_repeats_the_known_failure_and_the_gate_blocks(flow):
     count = next(m for m in data["metrics"] if m["id"] == "critical_forbidden_actions")
     assert (count["kind"], count["value"]) == ("count", 6)
     assert data["gate"]["decision"] == "FAIL"
-    rule = data["gate"]["rules"][0]
-    assert (rule["name"], rule["status"]) == ("no-critical-forbidden-action", "FAIL")
+    rules = {r["name"]: r for r in data["gate"]["rules"]}
+    assert rules["no-critical-forbidden-action"]["status"] == "FAIL"
+    assert rules["no-prefix-regression"]["reason"] == "no_baseline"  # nothing pinned yet
     assert "critical forbidden actions: 6" in " ".join(out["v1"].output.split())
     irreversible = criterion(data, "irreversible_action_acceptable")
     assert (irreversible["k"], irreversible["pass_hat_k"], irreversible["passing_trials"]) == (3, 0.0, [1, 0, 0, 0])
@@ -222,6 +223,7 @@ def test_v2_chooses_acceptable_actions_and_stale_is_never_passing(flow):
     text = " ".join(out["v2"].output.split())
     assert "5 prefix cases (15 trials): 12 acceptable, 3 stale; critical forbidden actions: 0" in text
     assert "stale-ticket-data: stale: the external data changed (defects-2026-09 -> defects-2026-11)" in text
+    assert "errored" not in text  # a stale prefix is reported as stale, not as the system's error
     cost = next(m for m in data["metrics"] if m["id"] == "cost_p50")
     assert cost["observed"] == 12 and cost["missing"] == 3
 
@@ -261,3 +263,24 @@ def test_the_example_audits_clean_with_attributions_and_probes_in_the_log(flow):
     p, _ = flow
     r = run(p, "audit", "verify")
     assert r.exit_code == 0, r.output
+
+
+def test_without_the_stale_case_v2_passes_the_gate(flow, tmp_path):
+    import shutil
+
+    p, _ = flow
+    q = tmp_path / "fresh"
+    shutil.copytree(p, q)
+    (q / "prefixes" / "stale-ticket-data.yaml").unlink()
+    r = run(q, "prefix", "run", "--json", "fresh.json")
+    assert r.exit_code == 0, r.output
+    data = load(q, "fresh.json")
+    assert data["gate"]["decision"] == "PASS"
+    assert "error in case" not in r.output  # nothing errored; and a stale case is no error either
+
+
+def test_a_prefix_run_is_refused_as_the_source_of_a_prefix(flow):
+    p, _ = flow
+    r = run(p, "prefix", "create", "latest", "fix-three-defects")
+    assert r.exit_code == 2
+    assert "is a prefix run" in r.output and "end-to-end" in r.output

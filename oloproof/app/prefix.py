@@ -415,8 +415,11 @@ def create_prefix(store: EventStore, project_root: Path, run_ref: str, case_id: 
     pc = project.config.prefix or PrefixConfig()
     settings = attribution_settings(project)
     run_id = resolve_run(store, run_ref)
-    require_intact(store, run_id)  # nothing is frozen from a run that fails its audit
     run = load_run(store, run_id)
+    if is_prefix_run(run.started):
+        raise UsageError(f"run {run_id} is a prefix run (oloproof prefix run): freeze prefixes from an end-to-end "
+                         "run ('oloproof runs' lists them; name its id instead of 'latest')")
+    require_intact(store, run_id)  # nothing is frozen from a run that fails its audit
     view = case_view(store, run_id, case_id)
     if view.started is not None and view.started.prefix is not None:
         raise UsageError(f"case {case_id!r} of run {run_id} is itself a prefix case (a prefix run); freeze "

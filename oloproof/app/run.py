@@ -293,7 +293,7 @@ class _Driver:
         """A case judged where it ran: count it (its events are committed)."""
         row = tuple(judged.case_row)
         case_id, error = row[1], row[6]
-        if error is not None:
+        if error is not None and not error.startswith("stale: "):  # a stale prefix case (recorder.prefix)
             self.errors += 1
             if len(self.messages) < 5:
                 self.messages.append(error if error.startswith("case ") else f"case {case_id!r}: {error}")
@@ -307,7 +307,7 @@ class _Driver:
 
     def _recorded(self, view: CaseView, payloads: list[bytes]) -> None:
         """A case is committed: run (or find) its replays, then judge it."""
-        if view.error is not None:
+        if view.error is not None and view.error_kind != "stale":  # a stale prefix is no error of the system
             self.errors += 1
             if len(self.messages) < 5:
                 self.messages.append(view.error if view.error.startswith("case ")

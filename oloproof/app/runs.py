@@ -111,7 +111,7 @@ def case_view(store: EventStore, run_id: str, case_id: str) -> CaseView:
         trials = store.stream_names(f"{run_id}/{case_id}/")
         if trials:  # a case of a run with trials: name them
             shown = ", ".join(name[len(run_id) + 1:] for name in trials[:5]) + (", …" if len(trials) > 5 else "")
-            raise UsageError(f"run {run_id!r} ran case {case_id!r} as trials; show one of them: {shown}")
+            raise UsageError(f"run {run_id!r} ran case {case_id!r} as trials; name one of them: {shown}")
         raise UsageError(f"run {run_id!r} has no committed case {case_id!r}")
     return view
 

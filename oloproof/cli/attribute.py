@@ -11,7 +11,7 @@ from oloproof.cli.common import DB_HELP, check_output_path, console, handled, op
 @click.option("--bisect", is_flag=True,
               help="Also find, by binary search over the case's checkpoints, the last prefix from which a "
                    "control system still finishes correctly (needs --control).")
-@click.option("--control", metavar="VERSION",
+@click.option("--control", metavar="NAME",
               help="The control system for --bisect: a name under prefix.controls in oloproof.yaml, or "
                    "module:attribute.")
 @click.option("--json", "json_path", metavar="FILE", help="Write the attribution record as JSON to FILE ('-' for stdout).")
@@ -21,7 +21,8 @@ from oloproof.cli.common import DB_HELP, check_output_path, console, handled, op
 @handled
 def command(run: str, case: str, bisect: bool, control: str | None, json_path: str | None,
             project_dir: str, db: str | None) -> None:
-    """Find where stored CASE of RUN first went wrong: its first unacceptable step.
+    """Find where stored CASE of RUN (a run id, or 'latest') first went wrong: its first
+    unacceptable step.
 
     Deterministic rules run first (completion declared without verification, acceptance
     weakened, a report contradicting a tool result, a tool error ignored); the earliest that

@@ -5,7 +5,7 @@ from typing import Any
 import click
 
 from oloproof.cli.common import DB_HELP, handled, open_log
-from oloproof.cli.run import execute_run, executor_options
+from oloproof.cli.run import execute_run, run_options
 
 
 @click.group("prefix")
@@ -37,13 +37,19 @@ def command() -> None:
 @handled
 def create(run: str, case: str, before_step: int | None, redact: tuple[str, ...], force: bool,
            project_dir: str, db: str | None) -> None:
-    """Freeze stored CASE of RUN into prefixes/<case_id>.yaml: the goal, the instructions, the
-    steps and tool results before the boundary, the environment state at the boundary and the
-    versions — nothing after it. Review the proposed acceptable and forbidden actions.
+    """Freeze stored CASE of RUN (a run id, or 'latest') into prefixes/<case_id>.yaml: the goal,
+    the instructions, the steps and tool results before the boundary, the environment state at
+    the boundary and the versions — nothing after it. Review the proposed acceptable and
+    forbidden actions before you commit the file. RUN must be an end-to-end run.
+
+    Exit code: 0 written, 2 bad input (an unknown run or case, a boundary inside a tool call,
+    an existing file without --force, a run that fails its audit), 3 internal error.
 
     \b
     Example:
-      oloproof prefix create latest fix-three-defects --redact '**.email'
+      oloproof prefix create latest fix-three-defects
+      oloproof prefix create latest refund-duplicates --redact '**.customer_email'
+      oloproof prefix create RUN_ID fix-two-defects --before-step 19 --force
     """
     from pathlib import Path
 
@@ -63,16 +69,8 @@ def create(run: str, case: str, before_step: int | None, redact: tuple[str, ...]
 
 
 @command.command("run")
-@click.option("--json", "json_path", metavar="FILE", help="Write the results as JSON to FILE ('-' for stdout).")
-@click.option("--db", metavar="PATH", help=DB_HELP)
-@click.option("--resume", metavar="RUN_ID", help="Finish an interrupted prefix run.")
-@click.option("--durability", type=click.Choice(["full", "normal"]), default="full", show_default=True,
-              help="full: a committed case survives power loss. normal: faster; survives a crash only.")
-@click.option("--project", "project_dir", default=".", type=click.Path(file_okay=False, exists=True),
-              help="Project folder holding oloproof.yaml.")
-@click.option("--trials", type=int, metavar="K",
-              help="Run every prefix case K times (overrides prefix.trials): pass^K of the irreversible cases.")
-@executor_options
+@run_options(resume="Finish an interrupted prefix run, skipping committed cases.",
+             trials="Run every prefix case K times (overrides prefix.trials): pass^K of the irreversible cases.")
 @handled
 def run(json_path: str | None, db: str | None, resume: str | None, durability: str, project_dir: str,
         trials: int | None, concurrency: int | None, workers: int | None, executor: str | None,
@@ -84,7 +82,8 @@ def run(json_path: str | None, db: str | None, resume: str | None, durability: s
     passing. The run is stored, sealed and gated like any run.
 
     Exit code: 0 gate passed, 1 gate blocked (a critical forbidden action, a regression
-    against prefix.baseline), 2 bad input, 3 internal error.
+    against prefix.baseline, or INSUFFICIENT_EVIDENCE: stale or missing cases could hide one),
+    2 bad input, 3 internal error, 130 interrupted (finish with --resume).
 
     \b
     Example:

@@ -26,18 +26,32 @@ def executor_options(fn: Callable) -> Callable:
     return fn
 
 
+def run_options(*, resume: str, trials: str) -> Callable:
+    """The options ``run`` and ``prefix run`` share (then the executor options)."""
+    def decorate(fn: Callable) -> Callable:
+        fn = executor_options(fn)
+        for option in reversed([
+            click.option("--json", "json_path", metavar="FILE",
+                         help="Write the results as JSON to FILE ('-' for stdout); see the README, "
+                              "'Machine-readable results'."),
+            click.option("--db", metavar="PATH",
+                         help="Path of the event log (default: .oloproof/log.db in the project folder)."),
+            click.option("--resume", metavar="RUN_ID", help=resume),
+            click.option("--durability", type=click.Choice(["full", "normal"]), default="full", show_default=True,
+                         help="full: a committed case survives power loss. normal: faster; survives a crash only."),
+            click.option("--project", "project_dir", default=".", type=click.Path(file_okay=False, exists=True),
+                         help="Project folder holding oloproof.yaml."),
+            click.option("--trials", type=int, metavar="K", help=trials),
+        ]):
+            fn = option(fn)
+        return fn
+    return decorate
+
+
 @click.command("run")
-@click.option("--json", "json_path", metavar="FILE", help="Write the results as JSON to FILE ('-' for stdout); see the README, 'Machine-readable results'.")
-@click.option("--db", metavar="PATH", help="Path of the event log (default: .oloproof/log.db in the project folder).")
-@click.option("--resume", metavar="RUN_ID", help="Finish an interrupted run, skipping committed cases.")
-@click.option("--durability", type=click.Choice(["full", "normal"]), default="full", show_default=True,
-              help="full: a committed case survives power loss. normal: faster; survives a crash only.")
-@click.option("--project", "project_dir", default=".", type=click.Path(file_okay=False, exists=True),
-              help="Project folder holding oloproof.yaml.")
-@click.option("--trials", type=int, metavar="K",
-              help="Run every case K times (overrides trials: in oloproof.yaml); criteria then report "
-                   "pass^K beside the rate. A resumed run keeps its own.")
-@executor_options
+@run_options(resume="Finish an interrupted run, skipping committed cases.",
+             trials="Run every case K times (overrides trials: in oloproof.yaml); criteria then report "
+                    "pass^K beside the rate. A resumed run keeps its own.")
 @handled
 def command(json_path: str | None, db: str | None, resume: str | None, durability: str,
             project_dir: str, trials: int | None, concurrency: int | None, workers: int | None,

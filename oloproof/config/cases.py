@@ -25,10 +25,10 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from oloproof.config.limits import (
     MAX_NESTING,
@@ -41,23 +41,27 @@ from oloproof.errors import CaseFileError
 from oloproof.events import case_fingerprint
 
 
+def plain_case_id(v: str) -> str:
+    """A case id as a case file or a prefix file may hold it (config.limits.case_id_problem)."""
+    problem = case_id_problem(v)
+    if problem is not None:
+        raise ValueError(problem)
+    return v
+
+
+#: a case id, validated: non-empty, no control character, no ``/`` or ``~`` …
+CaseId = Annotated[str, Field(min_length=1), AfterValidator(plain_case_id)]
+
+
 class CaseModel(BaseModel):
     model_config = ConfigDict(extra="forbid", defer_build=True)  # the slow path: built on first use
 
-    id: str = Field(min_length=1)
+    id: CaseId
     input: dict[str, Any]
     initial_state: dict[str, Any] | None = None
     expected: dict[str, Any] = {}
     metadata: dict[str, Any] = {}
     fault: Any = None  # checked by _check_fault, for a located message
-
-    @field_validator("id")
-    @classmethod
-    def _plain_id(cls, v: str) -> str:
-        problem = case_id_problem(v)
-        if problem is not None:
-            raise ValueError(problem)
-        return v
 
 
 class _CaseLine(msgspec.Struct, forbid_unknown_fields=True):

@@ -47,8 +47,8 @@ from typing import Any
 import msgspec
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from oloproof.config.cases import SuiteCase, SuiteInfo, shown_path
-from oloproof.config.limits import case_id_problem, quoted
+from oloproof.config.cases import CaseId, SuiteCase, SuiteInfo, shown_path
+from oloproof.config.limits import quoted
 from oloproof.config.locate import load_yaml, validate_model
 from oloproof.errors import CaseFileError, ConfigError
 from oloproof.events import case_fingerprint
@@ -170,7 +170,7 @@ class Evidence(_Strict):
 class PrefixFile(_Strict):
     """A prefix case file, validated."""
 
-    case_id: str = Field(min_length=1)
+    case_id: CaseId
     source_trace: str | None = None
     versions: Versions = Versions()
     boundary: Boundary
@@ -185,14 +185,6 @@ class PrefixFile(_Strict):
     evidence: list[Evidence] = []
     #: the redaction paths applied when the prefix was created (``--redact``, ``prefix.redact``)
     redacted: list[str] = []
-
-    @field_validator("case_id")
-    @classmethod
-    def _plain_id(cls, v: str) -> str:
-        problem = case_id_problem(v)
-        if problem is not None:
-            raise ValueError(problem)
-        return v
 
     @field_validator("evidence", mode="before")
     @classmethod

@@ -39,9 +39,20 @@ def replay_rows(view: CaseView, replays: list[Any]) -> list[dict[str, Any]]:
     from oloproof.replay.fidelity import after_fault, compare
 
     rows = []
-    for r in sorted(replays, key=lambda r: (r.started.system_version, r.kind != "control")):
+    order = {"control": 0, "fault": 1, "probe": 2}
+    for r in sorted(replays, key=lambda r: (r.started.system_version, order.get(r.kind, 3), r.started.checkpoint_step)):
         st = r.started
-        if st.change is None:
+        if r.kind == "probe":
+            # a bisection probe replays ANOTHER system (the control) from a checkpoint: it is
+            # not meant to reproduce the recording, so no fidelity is claimed for it
+            change = None
+            if r.diverged:
+                detail = [f"bisection probe: the control left the recorded tape ({r.diverged})"]
+            elif r.error_kind is not None:
+                detail = [f"bisection probe: raised: {r.error}"]
+            else:
+                detail = ["bisection probe: the control ran to its end (its verdict: 'oloproof attribute … --bisect')"]
+        elif st.change is None:
             change = None
             if r.error_kind is not None:
                 detail = [f"raised: {r.error}"]

@@ -62,7 +62,8 @@ def attribution_view(result: Any) -> Group:
     """What ``oloproof attribute`` prints."""
     a = result.record
     parts: list[Any] = [Text(f"attribution of case {printable(result.case_id)} · run {result.run_id}", style="bold")]
-    failed = ", ".join(a.get("failed_criteria") or []) or "none"
+    failed = ", ".join(a.get("failed_criteria") or []) or "none (the case passed every criterion: what the rules " \
+        "find did not make it fail)"
     head = Grid(("field", "key"), ("value", "text"))
     head.add_row("failed criteria", failed)
     head.add_row("status", a.get("status", ""))
