@@ -76,3 +76,32 @@ def test_golden_stateful_log_evaluates_and_still_replays(tmp_path, cli):
     # the v1 log's replays are keyed without a code digest (it predates them): today's replays
     # are keyed by today's code, so the controls run again, then the faults
     assert data["executed"] == 2 * len(made_the_call)
+
+
+PREFIX = Path(__file__).parent / "golden" / "prefix-v1.jsonl"
+
+
+def test_golden_prefix_log_loads_verifies_and_evaluates(tmp_path):
+    """A log with the prefix-regression events (case_started.v1 with a frozen prefix, usage.v1,
+    attribution.v1) keeps loading, verifying and judging the same."""
+    from oloproof.app.attribution import latest_attribution
+    from oloproof.app.prefix import is_prefix_run, prefix_outcomes
+    from oloproof.app.runs import iter_case_views, run_headers
+
+    store = load_golden(PREFIX, tmp_path / "log.db")
+    rebuild_projections(store)
+    e2e, prefix_run = (r.run_id for r in run_headers(store))
+    assert not is_prefix_run(load_run(store, e2e).started) and is_prefix_run(load_run(store, prefix_run).started)
+    a = latest_attribution(store, e2e, "refund-all")
+    assert (a["first_unacceptable_step"], a["category"], a["primary"]["rule"]) == \
+        (11, "stopping_too_early", "declared_complete_without_verification")
+    run = load_run(store, prefix_run)
+    summary = evaluate_run(store, prefix_run, suite_from_stored(run.started.config))
+    got = {k: (r.passed, r.observed, r.missing, r.excluded) for k, r in summary.criteria.items()}
+    assert got == {"prefix_action_acceptable": (0, 1, 0, 0), "retention_action_acceptable": (0, 0, 0, 1),
+                   "irreversible_action_acceptable": (0, 0, 0, 1), "no_critical_forbidden_action": (1, 1, 0, 0)}
+    [row] = prefix_outcomes(list(iter_case_views(store, prefix_run)))
+    assert (row.outcome.status, row.outcome.action) == ("other", 'refund({"amount":11,"order":"o1"})')
+    [view] = iter_case_views(store, e2e)
+    assert len(view.usage) == 4 and sum(u.input_tokens for u in view.usage) == 406  # v1: four model calls
+    store.close()

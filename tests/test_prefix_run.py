@@ -46,6 +46,7 @@ class Shop(Stateful):
 
     @tool(kind="model", name="model")
     def think(self, seen):
+        current_case().usage(input_tokens=100 + seen, output_tokens=7, cost=0.001, latency_ms=5.0)
         return {"seen": seen}
 
 
@@ -282,6 +283,9 @@ def test_attribution_is_stored_and_the_latest_wins(cli, shop):
     assert stored == json.loads((shop / "a.json").read_text())["attribution"]
     assert stored["primary"]["rule"] == "declared_complete_without_verification"
     assert cli("audit", "verify", cwd=shop).exit_code == 0  # attribution streams are no orphans
+    assert cli("runs", "--pin", "latest", "base", cwd=shop).exit_code == 0
+    r = cli("audit", "rebuild", cwd=shop)  # pins and attributions project no rows: no "case stream" error
+    assert r.exit_code == 0, r.output
     shown = " ".join(cli("show", "latest", "refund-all", cwd=shop).output.split())
     assert "attribution: first unacceptable step 11 (stopping_too_early, layer model, confidence high)" in shown
     r = cli("export", "latest", "--format", "jsonl", "--out", "x.jsonl", cwd=shop)

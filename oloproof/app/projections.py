@@ -71,6 +71,10 @@ def case_rows(run_id: str, view: CaseView, result: CaseResult, criteria: list[st
     return rows
 
 
+#: streams that are neither a run nor a case of one (oloproof.events): no projection rows
+NO_ROWS = ("replay/", "pin/", "attribution/")
+
+
 class RunProjector:
     """Derives the projection rows of every stream, fed in (stream, seq) order: a run's own
     stream comes before its cases. Cases are judged through the one evaluation pipeline
@@ -85,8 +89,10 @@ class RunProjector:
         from oloproof.app.project import suite_from_stored
         from oloproof.app.runs import StoredRun
 
-        if stream.startswith("replay/"):
-            return {}  # replays are read through the replay cache; they project no rows
+        if stream.startswith(NO_ROWS):
+            # replays are read through the replay cache, pins and attributions where they are
+            # used: they project no rows
+            return {}
         events = decode_stream(stream, [e.payload for e in stored], stored[0].seq)
         run_id, sep, _ = stream.partition("/")
         if not sep:
