@@ -353,7 +353,7 @@ def test_a_foreign_trigger_is_refused(cli, support):
 
 def test_readers_never_fail_beside_a_writer(tmp_path):
     p = tiny(tmp_path, n=4000)
-    (p / "app.py").write_text(APP.replace("    act(case.input", "    import time; time.sleep(0.003)\n    act(case.input"))
+    (p / "app.py").write_text(APP.replace("    act(case.input", "    import time; time.sleep(0.005)\n    act(case.input"))
     writer = subprocess.Popen([sys.executable, "-m", "oloproof", "run"], cwd=p, stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE, text=True)
     db = p / ".oloproof" / "log.db"
