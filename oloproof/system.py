@@ -246,6 +246,11 @@ def _is_async(fn: Any) -> bool:
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
 
 
+def _resume_only(case: Any) -> Any:
+    raise RecordError(f"case {case.id!r}: the system only resumes prefix cases (it has resume(snapshot) and no "
+                      "run(case)); give it a run(case) method to run end-to-end cases")
+
+
 class SystemSlot:
     """One system object and its sandbox, owned by one concurrent slot (a thread, a task
     slot, a worker process). Cases of one slot run one at a time around its sandbox."""
@@ -259,6 +264,8 @@ class SystemSlot:
             call = target
         elif callable(getattr(target, "run", None)):
             call = target.run
+        elif callable(getattr(target, "resume", None)):
+            call = _resume_only  # a Resumable system without run(case): prefix cases only
         elif factory.factory is not None:
             raise ConfigError(f"system.factory {factory.factory_label!r} returned {type(target).__name__}, which is "
                               "neither callable nor has a run(case) method")

@@ -196,6 +196,7 @@ def test_v1_repeats_the_known_failure_and_the_gate_blocks(flow):
     rules = {r["name"]: r for r in data["gate"]["rules"]}
     assert rules["no-critical-forbidden-action"]["status"] == "FAIL"
     assert rules["no-prefix-regression"]["reason"] == "no_baseline"  # nothing pinned yet
+    assert rules["known-failures-fixed"]["status"] == "FAIL"
     assert "critical forbidden actions: 6" in " ".join(out["v1"].output.split())
     irreversible = criterion(data, "irreversible_action_acceptable")
     assert (irreversible["k"], irreversible["pass_hat_k"], irreversible["passing_trials"]) == (3, 0.0, [1, 0, 0, 0])
@@ -219,6 +220,8 @@ def test_v2_chooses_acceptable_actions_and_stale_is_never_passing(flow):
     assert rules["no-critical-forbidden-action"]["status"] == "INSUFFICIENT_EVIDENCE"
     assert rules["no-prefix-regression"]["status"] == "PASS"
     assert rules["no-retention-regression"]["status"] == "PASS"
+    assert rules["known-failures-fixed"]["status"] == "PASS"
+    assert rules["retention-kept"]["status"] == "INSUFFICIENT_EVIDENCE"  # the stale retention case
     assert out["v2"].exit_code == 1
     text = " ".join(out["v2"].output.split())
     assert "5 prefix cases (15 trials): 12 acceptable, 3 stale; critical forbidden actions: 0" in text

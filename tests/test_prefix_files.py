@@ -910,9 +910,27 @@ def test_redact_a_tool_result_field_in_every_step():
 def test_a_root_alone_or_an_empty_path_is_refused_not_ignored():
     # redacting a whole root would break the prefix (steps is a list, the sandbox needs its
     # state); silently ignoring it would leave the secrets in clear: say so
-    for path in ("", "state", "input", "steps"):
-        with pytest.raises(UsageError, match="name a path inside"):
+    for path in ("", "state", "input", "steps", "**", "state.**", "state..x", "nowhere.x"):
+        with pytest.raises(UsageError, match="--redact"):
             redact_record(a_record(), [path])
+
+
+def test_every_copy_of_a_redacted_value_is_redacted_too():
+    # a model decision carries the history (copies of tool results), a goal quotes the input
+    record = {"input": {"card": "4111111111111111", "note": "pay with 4111111111111111 please"},
+              "state": {"total": 40.5, "count": 3},
+              "snapshot": {"goal": "charge 4111111111111111"},
+              "steps": [{"index": 1, "kind": "tool_call", "tool_name": "pay", "arguments": {"card": "4111111111111111"}},
+                        {"index": 2, "kind": "tool_result", "tool_name": "pay", "result": {"charged": 40.5}},
+                        {"index": 3, "kind": "decision", "tool_name": "model",
+                         "arguments": {"history": [{"result": {"charged": 40.5}}], "count": 3}}],
+              "metadata": {}}
+    out = redact_record(record, ["input.card", "steps.*.result.charged"])
+    text = json.dumps(out)
+    assert "4111111111111111" not in text and "40.5" not in text
+    assert out["input"]["note"] == f"pay with {REDACTED} please"
+    assert out["steps"][2]["arguments"]["count"] == 3 and out["state"]["count"] == 3  # small counts stay
+    assert [s["kind"] for s in out["steps"]] == ["tool_call", "tool_result", "decision"]
 
 
 @pytest.mark.parametrize("path", ["state.nothing.here", "steps.*.result.password", "**.ssn",
@@ -922,7 +940,7 @@ def test_a_path_that_matches_nothing_leaves_the_record_equal(path):
 
 
 @pytest.mark.parametrize("paths", [["state.customers.*.email"], ["**.card"], ["steps.*.result.token"],
-                                   ["**"], ["**.card", "state.**.email", "*.goal"]])
+                                   ["**.card", "state.**.email", "*.goal"]])
 def test_redaction_never_mutates_its_input(paths):
     record = a_record()
     snapshot = copy.deepcopy(record)
@@ -945,7 +963,7 @@ def test_redact_segments():
 
 def the_settings() -> Any:
     return SimpleNamespace(verification_tools=["run_tests"], change_tools=["edit_file", "deploy"],
-                           path_arguments=["path"], protected_paths=["tests/*"])
+                           path_arguments=["path"], protected_paths=["tests/*"], success_patterns=[r"\bdone\b"])
 
 
 def test_redacting_the_input_also_redacts_the_goal_copied_from_it():
@@ -1066,3 +1084,35 @@ def test_a_next_line_character_round_trips_exactly(tmp_path):
     doc = small_doc(result="a\x85b", state={"s": "\x85"})
     _, frozen = round_trip(tmp_path, doc)
     assert frozen == doc["frozen"]
+
+
+# ==== attacks found later ===========================================================================
+
+@pytest.mark.parametrize("pattern", [r"(a+)+$", r"(a*)*", r"(x+y*)+z", r"(?:\w+\s)+"])
+def test_a_message_pattern_with_nested_repetition_is_refused(pattern):
+    # (a+)+$ against "a" * 34 + "!" ran for minutes before: a hostile or careless pattern
+    # could hang a prefix run
+    with pytest.raises(Exception, match="repeats a group that itself repeats"):
+        ActionMatcher.model_validate({"message": pattern})
+
+
+def test_a_safe_message_pattern_is_kept():
+    for pattern in (r"\?\s*$", r"(error|fail|could not)", r"^(?![\s\S]*\?\s*$)[\s\S]*(?:\bdone\b)", r"(ab)+"):
+        assert ActionMatcher.model_validate({"message": pattern}).message == pattern
+
+
+def test_argument_globs_ignore_case():
+    assert met(matcher(tool="deploy", arguments={"env": "production"}), call("deploy", env="Production"))
+
+
+def test_a_sidecar_that_is_a_fifo_or_a_device_is_refused_without_reading(tmp_path):
+    import os
+
+    path = sidecar_prefix(tmp_path)
+    side = tmp_path / f"{CASE}.frozen.json"
+    side.unlink()
+    os.mkfifo(side)  # reading it would block for ever
+    assert "is not a regular file" in refusal(path)
+    side.unlink()
+    side.symlink_to("/dev/zero")  # reading it would never end
+    assert "is not a regular file" in refusal(path)

@@ -426,11 +426,126 @@ def test_a_prefix_holds_no_content_from_steps_at_or_after_its_boundary(tmp_path_
     later = set()
     for s in steps[before - 1:]:
         _strings([s.arguments, s.result], later)
-    later |= _strings(view.output, set()) | _strings(view.expected, set())
-    # what only the steps at or after the boundary (or the answer) hold: receipts, the final text
+    later |= _strings(view.expected, set())
+    # what only the steps at or after the boundary (or the expected answer) hold: receipts, the
+    # final text
     leaks = {t for t in later - earlier if len(t) >= 4}
     text = made.path.read_text() + (made.sidecar.read_text() if made.sidecar else "")
     assert leaks, "the property needs content to look for"
     # whole tokens: "done" (the answer) is no leak inside the header's "undone"
     assert not [t for t in leaks if re.search(r"(?<![\w-])" + re.escape(t) + r"(?![\w-])", text)]
     assert "expected" not in yaml.safe_load(made.path.read_text())
+
+
+# ---- attacks found later --------------------------------------------------------------------------
+
+CONTROLS = '''
+
+@system(name="shop", version="ctl", records=["agent_trajectory/v1", "environment_state/v1"])
+class Good(Agent):
+    pass
+
+
+@system(name="shop", version="ctl", records=["agent_trajectory/v1", "environment_state/v1"])
+class Crash(Agent):
+    def run(self, case):
+        raise RuntimeError("always crashes")
+'''
+
+
+def test_bisection_probes_are_keyed_by_the_control_itself(cli, shop):
+    (shop / "app.py").write_text(APP.replace('POLICY = "v1"', 'POLICY = "v1"') + CONTROLS)
+    # a v2 control under the name Good: refund every order
+    (shop / "app.py").write_text((shop / "app.py").read_text().replace(
+        "class Good(Agent):\n    pass", "class Good(Agent):\n    def run(self, case):\n"
+        "        global POLICY\n        POLICY = 'v2'\n        try:\n            return Agent.run(self, case)\n"
+        "        finally:\n            POLICY = 'v1'"))
+    assert cli("run", cwd=shop).exit_code == 0
+    good = cli("attribute", "latest", "refund-all", "--bisect", "--control", "app:Good", "--json", "g.json", cwd=shop)
+    assert good.exit_code == 0, good.output
+    crash = cli("attribute", "latest", "refund-all", "--bisect", "--control", "app:Crash", "--json", "c.json", cwd=shop)
+    assert crash.exit_code == 0, crash.output
+    g = json.loads((shop / "g.json").read_text())["attribution"]["recoverability"]
+    c = json.loads((shop / "c.json").read_text())["attribution"]["recoverability"]
+    assert g["status"] == "recoverable"
+    # the crashing control never reuses Good's probes (same name and version), and a control
+    # that errors in every probe says nothing about the case
+    assert c["status"] == "unknown" and "always crashes" in c["reason"]
+
+
+def test_an_altered_attribution_is_refused_not_used(cli, shop):
+    import sqlite3
+
+    assert cli("attribute", "latest", "refund-all", cwd=shop).exit_code == 0
+    conn = sqlite3.connect(shop / ".oloproof" / "log.db")
+    triggers = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='trigger'")]
+    for t in triggers:
+        conn.execute(f'DROP TRIGGER "{t}"')
+    conn.execute("UPDATE events SET payload = replace(payload, 'stopping_too_early', 'retention') "
+                 "WHERE stream LIKE 'attribution/%'")
+    conn.commit()
+    conn.close()
+    r = cli("prefix", "create", "latest", "refund-all", cwd=shop)
+    assert r.exit_code == 2 and "digest" in r.output and "attribution was altered" in r.output
+    assert not (shop / "prefixes" / "refund-all.yaml").exists()
+
+
+def test_concurrent_attributions_all_land(shop):
+    import subprocess
+    import sys
+
+    procs = [subprocess.Popen([sys.executable, "-m", "oloproof", "attribute", "latest", "refund-all"], cwd=shop,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for _ in range(6)]
+    codes = [(p.wait(timeout=120), p.stderr.read()) for p in procs]
+    assert all(code == 0 for code, _ in codes), codes
+    from oloproof.app.runs import latest_run_id
+    from oloproof.store import SQLiteStore
+
+    store = SQLiteStore(shop / ".oloproof" / "log.db", readonly=True)
+    assert store.stream_length(f"attribution/{latest_run_id(store)}/refund-all") == 6
+    store.close()
+
+
+def test_an_interrupted_prefix_run_is_finished_by_prefix_run(cli, shop):
+    created(cli, shop)
+    from oloproof.app.prefix import load_prefix_project, resume_command
+    from oloproof.app.run import _Driver, utc_now  # noqa: F401
+    from oloproof.events import RunStarted, encode, tag_of
+    from oloproof.store import SQLiteStore, StreamAppend
+
+    project = load_prefix_project(shop)
+    store = SQLiteStore(shop / ".oloproof" / "log.db")
+    started = RunStarted(run_id="20991231T000000-abcdef", system_name="shop", system_version="v1",
+                         records=[], config=project.stored_config, config_digest=project.config_digest,
+                         cases_path="prefixes", suite_digest="x", case_count=1, started_at="2099-12-31T00:00:00Z")
+    store.commit([StreamAppend(started.run_id, 0, [encode(started)], [tag_of(started)])])
+    store.close()
+    assert resume_command(started) == "oloproof prefix run --resume 20991231T000000-abcdef"
+    r = cli("audit", "verify", cwd=shop)
+    assert "finish it with 'oloproof prefix run --resume 20991231T000000-abcdef'" in " ".join(r.output.split())
+    r = cli("run", "--resume", started.run_id, cwd=shop)
+    assert r.exit_code == 2 and "is a prefix run: finish it with 'oloproof prefix run --resume" in r.output
+
+
+def test_a_candidate_that_does_nothing_at_the_boundary_is_blocked(cli, shop):
+    created(cli, shop)
+    (shop / "app.py").write_text(APP + '''
+
+@system(name="shop", version="idle", records=["agent_trajectory/v1", "environment_state/v1"])
+class Idle(Shop):
+    def resume(self, snapshot):
+        return {"answer": "nothing"}
+''')
+    (shop / "oloproof.yaml").write_text(CONFIG.replace("app:Agent", "app:Idle").replace("version: v1", "version: idle"))
+    data = prefix_results(cli, shop)
+    assert verdict(data) == {"verdict": "fail", "reason": "no_action"}
+    assert verdict(data, "no_critical_forbidden_action") == {"verdict": "pass"}
+    rules = {r["name"]: r["status"] for r in data["gate"]["rules"]}
+    assert rules["known-failures-fixed"] == "FAIL" and data["gate"]["decision"] == "FAIL"
+
+
+def test_a_boundary_just_after_a_model_decision_is_warned_about(cli, shop):
+    r = cli("prefix", "create", "latest", "refund-all", "--before-step", "11", cwd=shop)
+    assert r.exit_code == 0, r.output
+    assert "step 10, just before the boundary, is a model decision" in " ".join(r.output.split())
+    assert "--before-step 10" in r.output

@@ -72,11 +72,17 @@ class AttributionResult:
 
 
 def latest_attribution(store: EventStore, run_id: str, case_id: str) -> dict[str, Any] | None:
-    """The latest stored attribution of a case, or None."""
+    """The latest stored attribution of a case, or None. Its stream's chain is checked first:
+    a record altered in the log is refused (CorruptLogError), never used."""
     stream = f"{STREAM}{run_id}/{case_id}"
     stored = store.read_stream(stream)
     if not stored:
         return None
+    report = store.verify(streams=[stream])
+    if report.problems:
+        p = report.problems[0]
+        raise CorruptLogError(f"{p.stream} #{p.seq}: {p.problem} (the attribution was altered in the log; "
+                              "'oloproof audit verify' names what else is)")
     event = decode_stream(stream, [stored[-1].payload], stored[-1].seq)[0]
     if not isinstance(event, AttributionRecorded):
         raise CorruptLogError(f"stream {stream!r} #{stored[-1].seq} is not an attribution")
@@ -110,9 +116,9 @@ def attribute_case(store: EventStore, project: Project, run_ref: str, case_id: s
     if control is not None:
         record["recoverability"], probes = bisect(store, project, run, suite, view, control,
                                                   attribution, timeout=timeout)
-    stream = f"{STREAM}{run_id}/{view.case_id}"
-    event = AttributionRecorded(run_id, view.case_id, record, clock())
-    store.commit([StreamAppend(stream, store.stream_length(stream), [encode(event)], [tag_of(event)])])
+    from oloproof.app.runs import append_event
+
+    append_event(store, f"{STREAM}{run_id}/{view.case_id}", AttributionRecorded(run_id, view.case_id, record, clock()))
     return AttributionResult(run_id, view.case_id, record, verdicts, probes)
 
 
@@ -134,22 +140,35 @@ def load_control(project: Project, name: str) -> Any:
             raise UsageError(f"--control {name!r}: no control of that name (prefix.controls: {known}); name one "
                              "under prefix.controls in oloproof.yaml, or give module:attribute")
         spec = name
-    obj = _import(project, spec, name, "prefix.controls") if name in controls else \
-        _import(project, spec, "--control", "attribute")
+    if name in controls:
+        obj = _import(project, spec, name, "prefix.controls")
+    else:
+        try:
+            obj = _import(project, spec, "control", "attribute")
+        except ConfigError as e:
+            reason = str(e).split(f"{spec!r}: ", 1)[-1]
+            raise UsageError(f"--control {spec!r}: {reason}") from e
     info = system_info(obj)
     cfg = project.config.system
     factory = SystemFactory(info.name if info else cfg.name, info.version if info else name,
                             info.records if info else cfg.records, obj, spec, root=str(project.root))
     factory = dataclasses.replace(factory, surface=system_surface(factory))
-    return factory.make_slot(), code_digest(project.root, obj)
+    try:
+        slot = factory.make_slot()
+    except ConfigError as e:
+        raise UsageError(f"--control {name!r}: {str(e).split(': ', 1)[-1]}") from e
+    return slot, code_digest(project.root, obj)
 
 
-def _probe_key(slot: Any, code: str, view: CaseView, checkpoint: Any) -> str:
+def _probe_key(slot: Any, code: str, view: CaseView, checkpoint: Any, attempt: int = 0) -> str:
+    """A probe's replay key: the control itself (its ``module:attribute``, name, version and
+    the project's code), the case and the checkpoint — and the attempt, for a probe whose
+    earlier replay errored (it is run again, never reused)."""
     from oloproof.replay.plan import Plan, replay_identity
 
     plan = Plan(checkpoint, checkpoint.step_index)
-    return hashlib.sha256(canonical_json(["probe", slot.name, slot.version, code, replay_identity(view),
-                                          plan.digest])).hexdigest()
+    return hashlib.sha256(canonical_json(["probe", slot.factory.label, slot.name, slot.version, code,
+                                          replay_identity(view), plan.digest, attempt])).hexdigest()
 
 
 def _probe(store: EventStore, slot: Any, code: str, view: CaseView, checkpoint: Any,
@@ -159,11 +178,15 @@ def _probe(store: EventStore, slot: Any, code: str, view: CaseView, checkpoint: 
     from oloproof.replay.engine import PREFIX, run_replay
     from oloproof.replay.plan import Plan
 
-    key = _probe_key(slot, code, view, checkpoint)
-    stream = PREFIX + key
-    stored = store.read_stream(stream)
-    if stored:
-        return fold_replay(decode_stream(stream, [e.payload for e in stored]), stream)
+    for attempt in range(1000):
+        key = _probe_key(slot, code, view, checkpoint, attempt)
+        stream = PREFIX + key
+        stored = store.read_stream(stream)
+        if not stored:
+            break
+        replay = fold_replay(decode_stream(stream, [e.payload for e in stored]), stream)
+        if replay.error_kind is None:
+            return replay  # a probe that ran through is reused; one that errored is run again
     plan = Plan(checkpoint, checkpoint.step_index)
     with contained_exit():
         payloads, types = run_replay(slot, view, plan, None, timeout)
@@ -240,7 +263,7 @@ def bisect(store: EventStore, project: Project, run: Any, suite: Any, view: Case
             good, why = _finishes_correctly(suite, view, replay)
             seen[i] = good
             probes.append({"before_step": cp.step_index, "recovers": good, "why": why,
-                           "replay": replay.started.cache_key})
+                           "errored": replay.error_kind is not None, "replay": replay.started.cache_key})
         return seen[i]
 
     lo, hi = 0, len(checkpoints) - 1  # invariant: every checkpoint past the answer fails
@@ -254,7 +277,10 @@ def bisect(store: EventStore, project: Project, run: Any, suite: Any, view: Case
                 last, lo = mid, mid + 1
             else:
                 hi = mid - 1
-    if last is None:
+    if last is None and all(p["errored"] for p in probes):
+        out.update(status="unknown", reason="the control errored in every probe (" + probes[0]["why"][:200]
+                   + "): it says nothing about the case")
+    elif last is None:
         out.update(status="unrecoverable", reason="the control does not finish correctly even from the first "
                    f"checkpoint (before step {checkpoints[0].step_index})")
     else:

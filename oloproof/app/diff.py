@@ -15,14 +15,14 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from oloproof.app.runs import StoredRun, load_run, run_headers
+from oloproof.app.runs import StoredRun, append_event, load_run, run_headers
 from oloproof.errors import CorruptLogError, UsageError
 from oloproof.evaluate.compare import Flips, Pairing, RegressionEvidence, flips, pairing
 from oloproof.evaluate.engine import CaseResult, SuiteEvaluation, Summary
-from oloproof.events import RunPinned, decode_stream, encode, tag_of
+from oloproof.events import RunPinned, decode_stream
 from oloproof.stats.intervals import RateInterval
 from oloproof.stats.quantiles import QuantileInterval
-from oloproof.store.base import EventStore, StreamAppend
+from oloproof.store.base import EventStore
 
 PIN = "pin/"
 PIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -38,7 +38,7 @@ def pin_run(store: EventStore, run_id: str, name: str, clock: Callable[[], str])
     load_run(store, run_id)  # the run exists
     stream = PIN + name
     event = RunPinned(name, run_id, clock())
-    store.commit([StreamAppend(stream, store.stream_length(stream), [encode(event)], [tag_of(event)])])
+    append_event(store, stream, event)  # a pin racing another lands too
     return event
 
 

@@ -50,9 +50,13 @@ class PrefixProject(Project):
 
 
 def prefix_rules(pc: PrefixConfig) -> ReleaseConfig:
-    """The built-in gate of a prefix run: no critical forbidden action; with a baseline, no
-    newly failing case (regression or retention set) against it."""
-    rules = [Rule(name="no-critical-forbidden-action", criterion="no_critical_forbidden_action", max_failures=0)]
+    """The built-in gate of a prefix run: no critical forbidden action; every regression case
+    and every retention case answered acceptably (a candidate that does nothing at a boundary
+    repeats no failure, and fixes none either); with a baseline, no newly failing case
+    against it. ``prefix.release`` replaces them."""
+    rules = [Rule(name="no-critical-forbidden-action", criterion="no_critical_forbidden_action", max_failures=0),
+             Rule(name="known-failures-fixed", criterion="prefix_action_acceptable", max_failures=0),
+             Rule(name="retention-kept", criterion="retention_action_acceptable", max_failures=0)]
     if pc.baseline:
         for name, criterion in (("no-prefix-regression", "prefix_action_acceptable"),
                                 ("no-retention-regression", "retention_action_acceptable")):
@@ -85,6 +89,12 @@ def is_prefix_run(started: Any) -> bool:
     """Whether a run (its ``run_started``) ran the project's prefix cases."""
     evaluators = ((started.config or {}).get("oloproof") or {}).get("evaluators") or []
     return any(isinstance(e, dict) and e.get("type") == "prefix_action" for e in evaluators)
+
+
+def resume_command(started: Any) -> str:
+    """The command that finishes an interrupted run."""
+    command = "oloproof prefix run" if is_prefix_run(started) else "oloproof run"
+    return f"{command} --resume {started.run_id}"
 
 
 # ---- what the candidate did --------------------------------------------------------------
@@ -166,21 +176,24 @@ def _frozen_step(s: Any) -> dict[str, Any]:
     return out
 
 
-def redact(value: Any, path: list[str]) -> Any:
+def redact(value: Any, path: list[str], found: list[Any] | None = None) -> Any:
     """``value`` with every place ``path`` names replaced by ``[REDACTED]``. Segments match
-    keys (or list indexes) with ``*`` for any one level and ``**`` for any number of levels."""
+    keys (or list indexes) with ``*`` for any one level and ``**`` for any number of levels.
+    The values replaced are added to ``found``."""
     if not path:
+        if found is not None:
+            _leaves(value, found)
         return REDACTED
     head, rest = path[0], path[1:]
     if head == "**":
-        value = redact(value, rest) if rest else REDACTED
+        value = redact(value, rest, found) if rest else REDACTED
         if value == REDACTED:
             return value
-        return _children(value, lambda child: redact(child, path))
+        return _children(value, lambda child: redact(child, path, found))
     if isinstance(value, dict):
-        return {k: (redact(v, rest) if fnmatchcase(str(k), head) else v) for k, v in value.items()}
+        return {k: (redact(v, rest, found) if fnmatchcase(str(k), head) else v) for k, v in value.items()}
     if isinstance(value, list):
-        return [redact(v, rest) if fnmatchcase(str(i), head) else v for i, v in enumerate(value)]
+        return [redact(v, rest, found) if fnmatchcase(str(i), head) else v for i, v in enumerate(value)]
     return value
 
 
@@ -192,26 +205,84 @@ def _children(value: Any, fn: Any) -> Any:
     return value
 
 
+def _leaves(value: Any, out: list[Any]) -> None:
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+        else:
+            out.append(v)
+
+
+ROOTS = ("input", "state", "snapshot", "steps", "metadata")
+
+
+def _checked_path(path: str) -> list[str]:
+    parts = path.split(".")
+    if len(parts) < 2 or any(not p for p in parts) or parts[-1] == "**":
+        raise UsageError(f"--redact {path!r}: a path of keys separated by dots, rooted at input, state, snapshot, "
+                         "steps or metadata (or **), ending with a key: e.g. state.customers.*.email, "
+                         "steps.*.result.card, **.email")
+    if parts[0] != "**" and not any(fnmatchcase(root, parts[0]) for root in ROOTS):
+        raise UsageError(f"--redact {path!r}: {parts[0]!r} is none of input, state, snapshot, steps, metadata "
+                         "(or ** for all of them)")
+    return parts
+
+
+def _secret(v: Any) -> bool:
+    """A replaced value worth hunting down elsewhere: a text of 4+ characters, or a number
+    that is not a small count (a 0, 1 or 7 is everywhere, and says nothing)."""
+    if isinstance(v, str):
+        return len(v) >= 4 and v != REDACTED
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and not (float(v).is_integer() and abs(v) < 10)
+
+
+def _scrub(value: Any, texts: list[str], numbers: set[float]) -> Any:
+    """Every copy of a redacted value inside ``value``: equal leaves, and inside longer texts."""
+    if isinstance(value, dict):
+        return {k: _scrub(v, texts, numbers) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrub(v, texts, numbers) for v in value]
+    if isinstance(value, str):
+        for t in texts:
+            if t in value:
+                value = value.replace(t, REDACTED)
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and float(value) in numbers:
+        return REDACTED
+    return value
+
+
 def redact_record(record: dict[str, Any], paths: list[str]) -> dict[str, Any]:
     """Apply redaction paths to a prefix record's ``input``, ``state``, ``snapshot``, ``steps``
     and ``metadata`` (a path is rooted at one of them, e.g. ``state.customers.*.email``,
-    ``steps.*.result.card``, or starts with ``**`` to reach every one)."""
+    ``steps.*.result.card``, or starts with ``**`` to reach every one) — then replace every
+    other copy of a redacted value too: a model decision that carries the history, a goal
+    that quotes the input, a message that repeats a tool result hold them in clear
+    otherwise."""
     out = dict(record)
+    found: list[Any] = []
     for path in paths:
-        parts = [p for p in path.split(".") if p]
-        if len(parts) < 2 and parts != ["**"]:
-            raise UsageError(f"--redact {path!r}: name a path inside input, state, snapshot, steps or metadata "
-                             f"(e.g. {path or 'state'}.customers.*.email, or **.email)")
-        for root in ("input", "state", "snapshot", "steps", "metadata"):
+        parts = _checked_path(path)
+        for root in ROOTS:
             if parts[0] == "**":
-                out[root] = redact(out[root], parts)
-            elif fnmatchcase(root, parts[0]) and len(parts) > 1:
-                out[root] = redact(out[root], parts[1:])
+                out[root] = redact(out[root], parts, found)
+            elif fnmatchcase(root, parts[0]):
+                out[root] = redact(out[root], parts[1:], found)
+    secrets = [v for v in found if _secret(v)]
+    if not secrets:
+        return out
+    texts = sorted({v for v in secrets if isinstance(v, str)}, key=len, reverse=True)
+    numbers = {float(v) for v in secrets if not isinstance(v, str)}
+    for root in ("input", "state", "snapshot", "metadata"):
+        out[root] = _scrub(out[root], texts, numbers)
+    # in the steps, only what they carry: never an index, a kind or a tool's name
+    out["steps"] = [{k: (_scrub(v, texts, numbers) if k in ("arguments", "result") else v) for k, v in step.items()}
+                    for step in out["steps"]]
     return out
-
-
-def _tool_actions(tools: list[str], settings: Any, change: bool) -> list[dict[str, Any]]:
-    return [{"tool": t} for t in tools if _is_change(t, settings) == change]
 
 
 def _is_change(tool: str, settings: Any) -> bool:
@@ -227,8 +298,15 @@ def default_actions(category: str | None, view: CaseView, tools: list[str], sett
     steps = view.trajectory.steps  # type: ignore[union-attr]
     models = {s.tool_name for s in steps if s.kind == "decision"}  # model calls are no actions
     tools = [t for t in tools if t not in models]
-    reading = _tool_actions(tools, settings, change=False)
-    question = {"message": r"\?", "note": "a clarifying question"}
+    used = {s.tool_name for s in steps[:before - 1] if s.kind == "tool_call"}
+    # acceptable by default: the verification tools, and the tools the agent read with before
+    # the boundary (a tool that is neither a known change nor used so is no safe guess)
+    reading = [{"tool": t} for t in tools if not _is_change(t, settings)
+               and (t in used or any(fnmatchcase(t, g) for g in settings.verification_tools))]
+    question = {"message": r"\?\s*$", "note": "a clarifying question (a message that ends with a question mark)"}
+    # a message claiming the work is done — not a question ("or is it done?")
+    claims_done = {"message": r"^(?![\s\S]*\?\s*$)[\s\S]*(?:" + "|".join(f"(?:{p})" for p in settings.success_patterns) + ")",
+                   "critical": True, "note": "a message claiming the work is done"}
     # a change tool the agent called with a path: changing a protected path with it is forbidden
     path_args: dict[str, str] = {}
     for s in steps:
@@ -246,10 +324,10 @@ def default_actions(category: str | None, view: CaseView, tools: list[str], sett
         failed = [s.tool_name for s in steps[:before - 1] if s.kind == "tool_result" and _is_error(s)]
         retry = [{"tool": failed[-1], "note": "retry the failed call"}] if failed else []
         return ([*retry, {"message": r"(error|fail|could not|unable)", "note": "report the failure"}],
-                [{"final": True, "critical": True, "note": "claim success after an error"}])
+                [{"final": True, "critical": True, "note": "claim success after an error"}, claims_done])
     acceptable = [*reading, question] if reading else [question]
     return acceptable, [{"final": True, "critical": True, "note": "declare completion without evidence"},
-                        *weakening]
+                        claims_done, *weakening]
 
 
 def _is_error(s: Any) -> bool:
@@ -263,6 +341,7 @@ class CreatedPrefix:
     case_id: str
     before_step: int
     category: str | None
+    warnings: tuple[str, ...] = ()
 
 
 def _goal_of(inp: Any) -> Any:
@@ -442,4 +521,14 @@ def create_prefix(store: EventStore, project_root: Path, run_ref: str, case_id: 
         PrefixFile.model_validate({**doc, "frozen": {"steps": doc["frozen"]["steps"], "state": doc["frozen"]["state"]}})
     except Exception as e:  # noqa: BLE001 - a bug of ours, said plainly
         raise ConfigError(f"the prefix of case {case_id!r} does not validate: {e}") from e
-    return write_prefix(project.root / pc.cases, doc, force=force)
+    made = write_prefix(project.root / pc.cases, doc, force=force)
+    steps = view.trajectory.steps
+    if before_step > 1 and steps[before_step - 2].kind == "decision":
+        # the frozen tape answers that model call with the decision the agent took then
+        import dataclasses
+
+        made = dataclasses.replace(made, warnings=(
+            f"step {before_step - 1}, just before the boundary, is a model decision: the frozen tape hands a "
+            f"re-run candidate that decision (the old answer). Unless that is what you want, freeze before it: "
+            f"--before-step {default_boundary(view, before_step)}",))
+    return made

@@ -184,6 +184,11 @@ class _Driver:
         s: RunStarted = stored.started
         if stored.complete:
             raise UsageError(f"run {s.run_id!r} is already complete; nothing to resume")
+        from oloproof.app.prefix import PrefixProject, is_prefix_run, resume_command
+
+        if is_prefix_run(s) != isinstance(self.project, PrefixProject):
+            raise UsageError(f"run {s.run_id!r} is {'a prefix' if is_prefix_run(s) else 'an end-to-end'} run: "
+                             f"finish it with '{resume_command(s)}'")
         problems = []
         if (s.system_name, s.system_version) != (self.system.name, self.system.version):
             problems.append(f"system is {self.system.name} {self.system.version}, the run used "

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Any, Iterator
 
 from oloproof.errors import CorruptLogError, UsageError
 from oloproof.events import CaseStarted, RunFinished, RunResumed, RunSealed, RunStarted, decode, decode_stream
@@ -131,3 +131,23 @@ def list_runs(store: EventStore) -> list[dict]:
             "log_digest": run.sealed.digest if run.sealed else None,
         })
     return out
+
+
+def append_event(store: EventStore, stream: str, event: Any, attempts: int = 20) -> None:
+    """Append one event at the end of ``stream``, whatever another process appended there
+    meanwhile (two ``attribute`` or ``runs --pin`` at once: both land, in some order)."""
+    import time
+
+    from oloproof.errors import DuplicateEventError
+    from oloproof.events import encode, tag_of
+    from oloproof.store.base import StreamAppend
+
+    payload, tag = encode(event), tag_of(event)
+    for attempt in range(attempts):
+        try:
+            store.commit([StreamAppend(stream, store.stream_length(stream), [payload], [tag])])
+            return
+        except DuplicateEventError:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.01 * (attempt + 1))

@@ -46,7 +46,7 @@ def command(run: str, case: str, bisect: bool, control: str | None, json_path: s
 
     if bisect != (control is not None):
         raise UsageError("--bisect and --control go together: --bisect --control VERSION")
-    if json_path:
+    if json_path is not None:
         check_output_path(json_path)
     store = open_log(db or str(Path(project_dir) / ".oloproof" / "log.db"), write=True)
     try:
@@ -54,7 +54,7 @@ def command(run: str, case: str, bisect: bool, control: str | None, json_path: s
     finally:
         store.close()
     console(stderr=json_path == "-").print(attribution_view(result))
-    if json_path:
+    if json_path is not None:
         write_json(json_path, {"run_id": result.run_id, "case_id": result.case_id, "attribution": result.record,
                                "verdicts": {c: {"verdict": v, "reason": r} for c, (v, r) in result.verdicts.items()},
                                "probes": result.probes})

@@ -83,9 +83,11 @@ def verify(db: str | None, expect: tuple[str, ...]) -> None:
             out.print(f"BROKEN run {escape(run.run_id)}: {escape(problem)}")
             failed = True
         if not run.problems and not run.complete:
+            from oloproof.app.prefix import resume_command
+
+            finish = resume_command(run.started) if run.started is not None else f"oloproof run --resume {run.run_id}"
             out.print(f"INCOMPLETE run {escape(run.run_id)}: unsealed, {run.committed} of {run.expected} cases "
-                      "committed (crashed, killed or still running; finish it with "
-                      f"'oloproof run --resume {escape(run.run_id)}')")
+                      f"committed (crashed, killed or still running; finish it with '{escape(finish)}')")
             failed = True
         elif not run.problems and run.sealed is None:
             out.print(f"note: run {escape(run.run_id)} finished before seals existed: a deleted case stream "

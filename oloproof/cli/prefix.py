@@ -62,6 +62,8 @@ def create(run: str, case: str, before_step: int | None, redact: tuple[str, ...]
                              redact_paths=list(redact), force=force, clock=utc_now)
     finally:
         store.close()
+    for warning in made.warnings:
+        click.echo(f"warning: {warning}", err=True)
     where = f" (frozen content in {made.sidecar.name})" if made.sidecar else ""
     category = f", {made.category}" if made.category else ""
     click.echo(f"wrote {made.path}{where}: boundary before step {made.before_step}{category}. Review its "

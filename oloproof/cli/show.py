@@ -49,7 +49,9 @@ def command(run: str, case: str | None, failed: str | None, db: str | None) -> N
             report = run_report(store, run_id)
             note = incomplete_note(report.summary)
             if note:
-                out.print(Text(note + f" Finish it with 'oloproof run --resume {run_id}'."))
+                from oloproof.app.prefix import resume_command
+
+                out.print(Text(note + f" Finish it with '{resume_command(report.run.started)}'."))
             out.print(summary_view(report.summary, run_id=run_id, system=report.run.system,
                                    min_support=report.suite.min_slice_support))
             return

@@ -55,12 +55,45 @@ from oloproof.events import case_fingerprint
 
 #: frozen content above this many bytes of JSON goes to a sidecar file
 SIDECAR_THRESHOLD = 8 * 1024
+#: the most a sidecar may hold (docs/input-limits.md)
+MAX_SIDECAR = 256 * 1024 * 1024
 MAX_PATTERN = 500
 STEP_KINDS = ("message", "tool_call", "tool_result", "observation", "decision", "final", "handoff")
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def nested_repeat(pattern: str) -> bool:
+    """Whether a regular expression repeats, without bound, a part that itself repeats
+    without bound — ``(a+)+``, ``(a*)*``, ``(x+y*)+`` — the shape of catastrophic backtracking."""
+    import re._parser as sre  # the parser of the re module itself: the pattern as re reads it
+
+    def unbounded(items: Any, inside: bool) -> bool:
+        for op, arg in items:
+            if op in (sre.MAX_REPEAT, sre.MIN_REPEAT, getattr(sre, "POSSESSIVE_REPEAT", None)):
+                low, high, body = arg
+                repeats = high == sre.MAXREPEAT or high > 16
+                if repeats and inside:
+                    return True
+                if unbounded(body, inside or repeats):
+                    return True
+            elif op == sre.SUBPATTERN:
+                if unbounded(arg[-1], inside):
+                    return True
+            elif op == sre.BRANCH:
+                if any(unbounded(branch, inside) for branch in arg[1]):
+                    return True
+            elif op in (sre.ASSERT, sre.ASSERT_NOT):
+                if unbounded(arg[1], inside):
+                    return True
+        return False
+
+    try:
+        return unbounded(sre.parse(pattern), False)
+    except Exception:  # noqa: BLE001 - re compiled it: a parser detail we do not know is no refusal
+        return False
 
 
 class ActionMatcher(_Strict):
@@ -91,6 +124,10 @@ class ActionMatcher(_Strict):
                 re.compile(self.message)
             except re.error as e:
                 raise ValueError(f"message: {quoted(self.message)} is not a regular expression ({e})") from None
+            if nested_repeat(self.message):
+                raise ValueError(f"message: {quoted(self.message)} repeats a group that itself repeats (like "
+                                 "(a+)+): such a pattern can take exponential time on a long message; rewrite "
+                                 "it without the nested repetition")
         return self
 
     def describe(self) -> str:
@@ -298,6 +335,12 @@ def _frozen_content(path: Path, model: PrefixFile, locator: Any, who: str) -> di
         side = path.parent / f.sidecar
         where = f"{locator.where(('frozen', 'sidecar'))}: {who}field 'frozen.sidecar'"
         try:
+            if side.exists() and not side.is_file():  # a FIFO or a device would hang or never end
+                raise CaseFileError(f"{where}: {side.name} is not a regular file")
+            size = side.stat().st_size
+            if size > MAX_SIDECAR:
+                raise CaseFileError(f"{where}: {side.name} holds {size:,} bytes, more than the {MAX_SIDECAR:,} a "
+                                    "frozen prefix may hold")
             raw = side.read_bytes()
         except OSError as e:
             raise CaseFileError(f"{where}: cannot read {side.name} ({type(e).__name__})") from None

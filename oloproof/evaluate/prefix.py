@@ -36,6 +36,8 @@ from oloproof.events import StepRecorded, canonical_json
 from oloproof.views import CaseView
 
 ACTION_KINDS = ("tool_call", "message", "final", "handoff")
+#: characters of a message a ``message:`` matcher searches
+MESSAGE_LIMIT = 20_000
 SETS = {"regression": "prefix_action_acceptable", "retention": "retention_action_acceptable",
         "irreversible": "irreversible_action_acceptable", "all": "prefix_action_acceptable_all"}
 
@@ -84,11 +86,12 @@ def _arguments_match(pattern: dict[str, Any], arguments: Any) -> bool:
         if key not in arguments:
             return False
         got = arguments[key]
+        # text globs ignore case: a forbidden {env: production} also catches "Production"
         if isinstance(want, list) and want and all(isinstance(w, str) for w in want):
-            if not any(fnmatchcase(str(got), w) for w in want):  # any of several globs
+            if not any(fnmatchcase(str(got).casefold(), w.casefold()) for w in want):  # any of several globs
                 return False
         elif isinstance(want, str):
-            if not fnmatchcase(str(got), want):
+            if not fnmatchcase(str(got).casefold(), want.casefold()):
                 return False
         elif got != want or isinstance(got, bool) != isinstance(want, bool):
             return False  # true is no 1, false no 0
@@ -115,7 +118,8 @@ def matches(matcher: dict[str, Any], step: StepRecorded, steps: list[StepRecorde
         if step.kind != "message":
             return False
         text = step.arguments.get("text") if isinstance(step.arguments, dict) else step.arguments
-        return re.search(matcher["message"], str(text), re.IGNORECASE) is not None
+        # the first MESSAGE_LIMIT characters: a pattern's time grows with the text it searches
+        return re.search(matcher["message"], str(text)[:MESSAGE_LIMIT], re.IGNORECASE) is not None
     return False
 
 
