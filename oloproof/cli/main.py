@@ -22,6 +22,7 @@ from oloproof.cli import (
     evaluate,
     export,
     gate,
+    imports,
     init,
     prefix,
     replay,
@@ -84,7 +85,7 @@ def cli(debug: bool) -> None:
     click.get_current_context().call_on_close(restore_log_key)
 
 
-for module in (init, run, runs, show, evaluate, gate, diff, replay, view, export, audit, attribute, prefix):
+for module in (init, run, runs, show, evaluate, gate, diff, replay, view, export, audit, attribute, prefix, imports):
     cli.add_command(module.command)
 
 

@@ -1,0 +1,463 @@
+"""OpenTelemetry traces as Oloproof trajectories: reading OTLP JSON (SPEC §17, issue 15).
+
+The input is the OpenTelemetry Collector's file exporter format: one
+``ExportTraceServiceRequest`` as JSON per line (``{"resourceSpans": [...]}``). Ids may be hex
+(the OTLP/JSON encoding) or base64 (protobuf's JSON mapping); integers may be JSON numbers or
+strings. Every problem is located (``traces.jsonl:3: resourceSpans[0].scopeSpans[0].spans[2]
+.attributes[1]: …``) and raised as :class:`~oloproof.errors.CaseFileError` (exit code 2).
+
+**The mapping** (docs/otel.md has the table). A trace holds one case per agent invocation —
+an ``invoke_agent`` span with no ``invoke_agent`` above it — or is one case when it has none.
+The spans under it become steps, in start order:
+
+* ``execute_tool`` (GenAI: ``gen_ai.tool.name``, ``gen_ai.tool.call.arguments``,
+  ``gen_ai.tool.call.result``; OpenInference: ``openinference.span.kind: TOOL``, ``tool.name``,
+  ``input.value``, ``output.value``) → a ``tool_call`` and its ``tool_result``; ``error.type``
+  or an error status → the error result ``{"error": {"type", "message"}}``;
+* ``chat``, ``text_completion``, ``generate_content`` (OpenInference ``LLM``) → a model
+  ``decision`` (tool ``gen_ai.request.model``; arguments: the input messages; result: the
+  output messages), and its ``gen_ai.usage.*`` → the case's model usage;
+* a nested ``invoke_agent`` naming another ``gen_ai.agent.name`` → a ``handoff`` to it;
+* the invocation's output messages → the ``final`` step;
+* any other span is kept, by name and attributes, in the case's metadata
+  (``otel.unmapped_spans``) — never dropped silently.
+
+Spans written by ``oloproof export --format otlp-json`` carry ``oloproof.step.*`` attributes
+and are read back exactly (export then import gives the same trajectory).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from oloproof.config.limits import MAX_NESTING, json_nests_deeper, quoted
+from oloproof.errors import CaseFileError
+from oloproof.events import ConstraintRecorded, StepRecorded, UsageRecorded
+
+TOOL_OPS = ("execute_tool",)
+MODEL_OPS = ("chat", "text_completion", "generate_content")
+AGENT_OPS = ("invoke_agent",)
+_OI_KIND = "openinference.span.kind"
+
+
+@dataclass
+class Span:
+    trace_id: str
+    span_id: str
+    parent_id: str
+    name: str
+    start: int
+    end: int
+    attributes: dict[str, Any]
+    error: str | None  # the status message (or "") when the span ended in error; None otherwise
+    where: str
+    resource: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def operation(self) -> str:
+        op = self.attributes.get("gen_ai.operation.name")
+        if isinstance(op, str) and op:
+            return op
+        kind = self.attributes.get(_OI_KIND)
+        if isinstance(kind, str):
+            return {"TOOL": "execute_tool", "LLM": "chat", "AGENT": "invoke_agent"}.get(kind.upper(), kind.lower())
+        head = self.name.split(" ", 1)[0]
+        return head if head in TOOL_OPS + MODEL_OPS + AGENT_OPS else ""
+
+
+# ---- reading -----------------------------------------------------------------------------------
+
+def _fail(where: str, message: str) -> CaseFileError:
+    return CaseFileError(f"{where}: {message}")
+
+
+def _id(value: Any, where: str, size: int, required: bool = True) -> str:
+    """A trace or span id as lowercase hex: given as hex (OTLP/JSON) or base64 (protobuf JSON)."""
+    if value in (None, "") and not required:
+        return ""
+    if not isinstance(value, str) or not value:
+        raise _fail(where, f"expected an id (hex or base64 text), got {quoted(value)}")
+    if len(value) == 2 * size:
+        try:
+            bytes.fromhex(value)
+            return value.lower()
+        except ValueError:
+            pass
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        raw = b""
+    if len(raw) != size:
+        raise _fail(where, f"{quoted(value)} is not a {size}-byte id (hex or base64)")
+    return raw.hex()
+
+
+def _int(value: Any, where: str) -> int:
+    if isinstance(value, bool):
+        raise _fail(where, "expected an integer, got a boolean")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.lstrip("-").isdigit() and len(value) < 30:
+        return int(value)
+    raise _fail(where, f"expected an integer, got {quoted(value)}")
+
+
+def any_value(v: Any, where: str, depth: int = 0) -> Any:
+    """An OTLP ``AnyValue`` as a plain value."""
+    if depth > 32:
+        raise _fail(where, "attribute value nested deeper than 32 levels")
+    if not isinstance(v, dict):
+        raise _fail(where, f"expected an AnyValue object, got {quoted(v)}")
+    if not v:
+        return None
+    if len(v) != 1:
+        raise _fail(where, f"an AnyValue holds one field, got {', '.join(sorted(map(str, v)))}")
+    kind, value = next(iter(v.items()))
+    if kind == "stringValue":
+        if not isinstance(value, str):
+            raise _fail(where, f"stringValue must be text, got {quoted(value)}")
+        return value
+    if kind == "boolValue":
+        if not isinstance(value, bool):
+            raise _fail(where, f"boolValue must be true or false, got {quoted(value)}")
+        return value
+    if kind == "intValue":
+        return _int(value, where)
+    if kind == "doubleValue":
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise _fail(where, f"doubleValue must be a number, got {quoted(value)}")
+        try:
+            number = float(value)
+        except ValueError:
+            raise _fail(where, f"doubleValue must be a number, got {quoted(value)}") from None
+        if number != number or number in (float("inf"), float("-inf")):
+            raise _fail(where, "doubleValue is not finite (JSON has no NaN or Infinity)")
+        return number
+    if kind == "arrayValue":
+        values = value.get("values", []) if isinstance(value, dict) else None
+        if not isinstance(values, list):
+            raise _fail(where, "arrayValue must hold a values list")
+        return [any_value(x, f"{where}[{i}]", depth + 1) for i, x in enumerate(values)]
+    if kind == "kvlistValue":
+        values = value.get("values", []) if isinstance(value, dict) else None
+        if not isinstance(values, list):
+            raise _fail(where, "kvlistValue must hold a values list")
+        return attributes(values, where, depth + 1)
+    if kind == "bytesValue":
+        return value
+    raise _fail(where, f"unknown AnyValue field {quoted(kind)}")
+
+
+def attributes(items: Any, where: str, depth: int = 0) -> dict[str, Any]:
+    if items is None:
+        return {}
+    if not isinstance(items, list):
+        raise _fail(where, f"attributes must be a list of {{key, value}}, got {quoted(items)}")
+    out = {}
+    for i, kv in enumerate(items):
+        at = f"{where}[{i}]"
+        if not isinstance(kv, dict) or not isinstance(kv.get("key"), str):
+            raise _fail(at, f"an attribute is {{key, value}} with a text key, got {quoted(kv)}")
+        out[kv["key"]] = any_value(kv.get("value", {}), f"{at}.value", depth)
+    return out
+
+
+def _status_error(status: Any, where: str) -> str | None:
+    if status is None:
+        return None
+    if not isinstance(status, dict):
+        raise _fail(where, f"status must be an object, got {quoted(status)}")
+    code = status.get("code", 0)
+    if code in (2, "STATUS_CODE_ERROR", "2"):
+        message = status.get("message", "")
+        return message if isinstance(message, str) else str(message)
+    return None
+
+
+def _span(raw: Any, where: str, resource: dict[str, Any]) -> Span:
+    if not isinstance(raw, dict):
+        raise _fail(where, f"a span is an object, got {quoted(raw)}")
+    name = raw.get("name", "")
+    if not isinstance(name, str):
+        raise _fail(f"{where}.name", f"expected text, got {quoted(name)}")
+    return Span(
+        trace_id=_id(raw.get("traceId"), f"{where}.traceId", 16),
+        span_id=_id(raw.get("spanId"), f"{where}.spanId", 8),
+        parent_id=_id(raw.get("parentSpanId"), f"{where}.parentSpanId", 8, required=False),
+        name=name,
+        start=_int(raw.get("startTimeUnixNano", 0), f"{where}.startTimeUnixNano"),
+        end=_int(raw.get("endTimeUnixNano", 0), f"{where}.endTimeUnixNano"),
+        attributes=attributes(raw.get("attributes"), f"{where}.attributes"),
+        error=_status_error(raw.get("status"), f"{where}.status"),
+        where=where,
+        resource=resource,
+    )
+
+
+def _list(obj: Any, key: str, where: str) -> list[Any]:
+    value = obj.get(key, []) if isinstance(obj, dict) else None
+    if not isinstance(value, list):
+        raise _fail(where, f"{key} must be a list, got {quoted(value)}")
+    return value
+
+
+_DECODE = msgspec.json.Decoder()
+
+
+def iter_spans(path: Path) -> Iterator[Span]:
+    """Every span of an OTLP JSON file, in file order, validated (located errors)."""
+    label = str(path)
+    try:
+        fh = path.open("rb")
+    except FileNotFoundError:
+        raise CaseFileError(f"{label}: file not found") from None
+    except IsADirectoryError:
+        raise CaseFileError(f"{label}: is a folder, not a trace file") from None
+    except OSError as e:
+        raise CaseFileError(f"{label}: cannot read ({e.strerror})") from None
+    with fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            at = f"{label}:{number}"
+            if json_nests_deeper(line, 4 * MAX_NESTING):
+                raise _fail(at, f"nested deeper than {4 * MAX_NESTING} levels")
+            try:
+                request = _DECODE.decode(line)
+            except msgspec.DecodeError as e:
+                raise _fail(at, f"malformed JSON ({e}); a trace file holds one ExportTraceServiceRequest "
+                                "(OTLP JSON) per line") from None
+            if not isinstance(request, dict) or "resourceSpans" not in request:
+                raise _fail(at, "expected an ExportTraceServiceRequest object with resourceSpans")
+            for r, rs in enumerate(_list(request, "resourceSpans", at)):
+                where_r = f"{at}: resourceSpans[{r}]"
+                resource = attributes((rs.get("resource") or {}).get("attributes") if isinstance(rs, dict) else None,
+                                      f"{where_r}.resource.attributes")
+                for s, ss in enumerate(_list(rs, "scopeSpans", where_r)):
+                    where_s = f"{where_r}.scopeSpans[{s}]"
+                    for k, raw in enumerate(_list(ss, "spans", where_s)):
+                        yield _span(raw, f"{where_s}.spans[{k}]", resource)
+
+
+# ---- mapping -----------------------------------------------------------------------------------
+
+@dataclass
+class ImportedCase:
+    case_id: str
+    input: dict[str, Any]
+    metadata: dict[str, Any]
+    steps: list[StepRecorded]
+    usage: list[UsageRecorded]
+    terminal_status: str
+    output: Any
+    service: dict[str, Any]
+    constraints: list[ConstraintRecorded] = field(default_factory=list)
+
+
+def _json_or_text(value: Any) -> Any:
+    if isinstance(value, str) and value[:1] in ("{", "[", '"') or value in ("true", "false", "null"):
+        try:
+            return msgspec.json.decode(value)
+        except msgspec.DecodeError:
+            return value
+    return value
+
+
+def _first(attrs: dict[str, Any], *keys: str) -> Any:
+    for k in keys:
+        if k in attrs:
+            return attrs[k]
+    return None
+
+
+def _is_agent(span: Span) -> bool:
+    return span.operation in AGENT_OPS
+
+
+def cases_of_trace(spans: list[Span]) -> list[ImportedCase]:
+    """The cases one trace holds (see the module docstring)."""
+    by_id = {s.span_id: s for s in spans}
+    children: dict[str, list[Span]] = {}
+    for s in spans:
+        children.setdefault(s.parent_id if s.parent_id in by_id else "", []).append(s)
+    for kids in children.values():
+        kids.sort(key=lambda s: (s.start, s.end, s.span_id))
+
+    def has_agent_above(s: Span) -> bool:
+        p = by_id.get(s.parent_id)
+        seen = 0
+        while p is not None and seen < len(spans):
+            if _is_agent(p):
+                return True
+            p = by_id.get(p.parent_id)
+            seen += 1
+        return False
+
+    roots = [s for s in sorted(spans, key=lambda s: (s.start, s.span_id)) if _is_agent(s) and not has_agent_above(s)]
+    trace = spans[0].trace_id
+    if not roots:
+        return [_case(trace, None, children.get("", []), children, trace)]
+    out = []
+    for i, root in enumerate(roots):
+        case_id = trace if len(roots) == 1 else f"{trace}-{root.span_id}"
+        out.append(_case(case_id, root, children.get(root.span_id, []), children, trace))
+    return out
+
+
+def _walk(tops: list[Span], children: dict[str, list[Span]]) -> Iterator[tuple[Span, bool]]:
+    """Spans depth-first in start order: ``(span, True)`` entering, ``(span, False)`` leaving an
+    agent or a tool span (after what ran inside it)."""
+    stack: list[tuple[Span, bool]] = [(s, True) for s in reversed(tops)]
+    while stack:
+        span, entering = stack.pop()
+        yield span, entering
+        if entering and not _own_steps(span):
+            if _is_agent(span) or span.operation in TOOL_OPS:
+                stack.append((span, False))
+            stack.extend((c, True) for c in reversed(children.get(span.span_id, [])))
+
+
+def message_text(messages: Any) -> Any:
+    """The text of the last message of GenAI output messages (``content`` text, or the text
+    ``parts``); the value itself when it is no such list."""
+    if isinstance(messages, list) and messages and isinstance(messages[-1], dict):
+        last = messages[-1]
+        if isinstance(last.get("content"), str):
+            return last["content"]
+        parts = last.get("parts")
+        if isinstance(parts, list):
+            texts = [p.get("content") for p in parts if isinstance(p, dict) and isinstance(p.get("content"), str)]
+            if texts:
+                return "\n".join(texts)
+    return messages
+
+
+def _own_steps(span: Span) -> bool:
+    return "oloproof.step.kind" in span.attributes
+
+
+def _case(case_id: str, root: Span | None, tops: list[Span], children: dict[str, list[Span]],
+          trace: str) -> ImportedCase:
+    attrs = root.attributes if root is not None else {}
+    agent_name = _first(attrs, "gen_ai.agent.name") if root is not None else None
+    agents = [agent_name] if isinstance(agent_name, str) and agent_name else []
+    raw: list[dict[str, Any]] = []
+    usage: list[UsageRecorded] = []
+    unmapped: list[dict[str, Any]] = []
+    own = root is not None and "oloproof.case_id" in attrs
+
+    def add(kind: str, **fields: Any) -> None:
+        raw.append({"kind": kind, "agent": agents[-1] if agents else None, **fields})
+
+    for span, entering in _walk(tops, children):
+        a = span.attributes
+        op = span.operation
+        if not entering:
+            if op in TOOL_OPS:  # the result, after what the tool itself did
+                name = _first(a, "gen_ai.tool.name", "tool.name") or span.name.split(" ", 1)[-1]
+                error_type = a.get("error.type")
+                if error_type is not None or span.error is not None:
+                    add("tool_result", tool_name=str(name), raised=True,
+                        result={"error": {"type": str(error_type or "Error"), "message": span.error or ""}})
+                else:
+                    add("tool_result", tool_name=str(name),
+                        result=_json_or_text(_first(a, "gen_ai.tool.call.result", "output.value")))
+            elif len(agents) > 1:  # leaving a nested agent: control comes back to its caller
+                child = agents.pop()
+                if child != agents[-1]:
+                    raw.append({"kind": "handoff", "agent": child, "to_agent": agents[-1]})
+            continue
+        if _own_steps(span):
+            _own_step(span, raw)
+            continue
+        if op in TOOL_OPS:
+            name = _first(a, "gen_ai.tool.name", "tool.name") or span.name.split(" ", 1)[-1]
+            args = _json_or_text(_first(a, "gen_ai.tool.call.arguments", "input.value", "tool.parameters"))
+            add("tool_call", tool_name=str(name), arguments=args if args is not None else {})
+        elif op in MODEL_OPS:
+            model = _first(a, "gen_ai.request.model", "gen_ai.response.model", "llm.model_name") or "model"
+            messages = _first(a, "gen_ai.input.messages", "input.value")
+            add("decision", tool_name=str(model),
+                arguments={"messages": _json_or_text(messages)} if messages is not None else {},
+                result=_json_or_text(_first(a, "gen_ai.output.messages", "output.value")))
+            tokens_in, tokens_out = a.get("gen_ai.usage.input_tokens"), a.get("gen_ai.usage.output_tokens")
+            if tokens_in is not None or tokens_out is not None:
+                latency = (span.end - span.start) / 1e6 if span.end >= span.start > 0 else None
+                usage.append(UsageRecorded(int(tokens_in or 0), int(tokens_out or 0), 0.0, latency, str(model),
+                                           len(raw)))
+        elif op in AGENT_OPS:
+            name = a.get("gen_ai.agent.name")
+            name = name if isinstance(name, str) and name else (agents[-1] if agents else "agent")
+            if agents and name != agents[-1]:
+                add("handoff", to_agent=name)
+            agents.append(name)
+        else:
+            unmapped.append({"name": span.name, "span_id": span.span_id, "attributes": a})
+    final = _first(attrs, "gen_ai.output.messages", "output.value") if root is not None else None
+    if final is not None and not own:
+        add("final", result=message_text(_json_or_text(final)))
+    if own:
+        output = _strict(attrs.get("oloproof.output"))
+        status = attrs.get("oloproof.terminal_status", "unknown")
+        input_ = _strict(attrs.get("oloproof.input"))
+        metadata = _strict(attrs.get("oloproof.metadata")) or {}
+        # a trial's or a derived case's id (c/2, c~t) is no plain case id: one character changes
+        case_id = str(attrs["oloproof.case_id"]).replace("/", "-").replace("~", "-")
+    else:
+        status = "failure" if root is not None and root.error is not None else (
+            "success" if final is not None else "unknown")
+        output = {"final": _json_or_text(final)} if final is not None else None
+        messages = _first(attrs, "gen_ai.input.messages", "input.value") if root is not None else None
+        input_ = {"trace_id": trace, **({"messages": _json_or_text(messages)} if messages is not None else {})}
+        metadata = {"otel.trace_id": trace}
+        if root is not None:
+            metadata["otel.span_id"] = root.span_id
+    if unmapped:
+        metadata = {**metadata, "otel.unmapped_spans": unmapped}
+    named = any(r.get("agent") for r in raw)
+    steps = [StepRecorded(i, r["kind"], r.get("tool_name"), r.get("arguments"), r.get("result"),
+                          (r.get("agent") or (agents[0] if agents else None)) if named else None, r.get("to_agent"),
+                          raised=bool(r.get("raised")), fault=r.get("fault"))
+             for i, r in enumerate(raw, start=1)]
+    service = (root or (tops[0] if tops else None)).resource if (root or tops) else {}  # type: ignore[union-attr]
+    constraints = []
+    if own:
+        for item in _strict(attrs.get("oloproof.constraints")) or []:
+            if isinstance(item, list) and len(item) == 3 and isinstance(item[0], str) and isinstance(item[1], bool) \
+                    and isinstance(item[2], int) and 1 <= item[2] <= len(steps):
+                constraints.append(ConstraintRecorded(item[0], item[1], item[2]))
+    return ImportedCase(case_id, input_ if isinstance(input_, dict) else {"input": input_}, metadata, steps, usage,
+                        status if status in ("success", "failure", "unknown") else "unknown", output, service,
+                        constraints)
+
+
+def _strict(value: Any) -> Any:
+    """A value Oloproof exported as canonical JSON text."""
+    if value is None:
+        return None
+    try:
+        return msgspec.json.decode(value) if isinstance(value, str) else value
+    except msgspec.DecodeError:
+        return value
+
+
+def _own_step(span: Span, raw: list[dict[str, Any]]) -> None:
+    """A step Oloproof exported (``oloproof.step.*``): read back exactly; a tool call whose
+    result came next carries that result too (``oloproof.result*``)."""
+    a = span.attributes
+    raw.append({"kind": a["oloproof.step.kind"], "tool_name": a.get("oloproof.step.tool_name"),
+                "arguments": _strict(a.get("oloproof.step.arguments")),
+                "result": _strict(a.get("oloproof.step.result")), "agent": a.get("oloproof.step.agent"),
+                "to_agent": a.get("oloproof.step.to_agent"), "raised": bool(a.get("oloproof.step.raised")),
+                "fault": a.get("oloproof.step.fault")})
+    if a.get("oloproof.result.paired"):
+        raw.append({"kind": "tool_result", "tool_name": a.get("oloproof.step.tool_name"),
+                    "result": _strict(a.get("oloproof.result")), "agent": a.get("oloproof.result.agent"),
+                    "raised": bool(a.get("oloproof.result.raised")), "fault": a.get("oloproof.result.fault")})
