@@ -1,0 +1,163 @@
+"""What ``oloproof import otel`` costs against the raw parse of the same file (issue 15's target:
+10,000 traces of about 20 spans at 2,000 traces/s or more, memory flat).
+
+A generated OTLP JSON file (the Collector's file-exporter format: one ExportTraceServiceRequest
+per line, 100 traces a line, hex ids): each trace an ``invoke_agent`` span with a chat span,
+eight tool spans (arguments and results as JSON text), one unmapped span, usage and output
+messages — 20 spans. Interleaved rounds (each round times every measure once, in turn);
+median and range of each:
+
+1. ``json``: ``json.loads`` of every line — the floor any importer pays;
+2. ``read``: :func:`oloproof.app.otel.read_traces` — parse, validate (every field located),
+   group by trace and map to steps, nothing stored;
+3. ``import disk`` / ``import tmpfs``: :func:`oloproof.app.otel.import_traces` into a fresh
+   log (durability full) on disk and on /dev/shm (fsync free: only software cost shows):
+   events, seal and projection rows;
+
+and the peak of Python allocations (tracemalloc) of ``read`` at 2,000 and at 10,000 traces:
+today's importer holds every span of the files in memory until they are mapped (a trace's
+spans may come on any line), so this grows with the file — the figure says how much.
+
+    python bench/bench_import.py [--traces 10000] [--rounds 5]     (about 2 minutes)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def _attr(key: str, value: object) -> dict:
+    if isinstance(value, bool):
+        return {"key": key, "value": {"boolValue": value}}
+    if isinstance(value, int):
+        return {"key": key, "value": {"intValue": str(value)}}
+    return {"key": key, "value": {"stringValue": str(value)}}
+
+
+def trace_spans(n: int) -> list[dict]:
+    trace = f"{n:032x}"
+    root = f"{n:08x}{0:08x}"
+    t0 = 1_700_000_000_000_000_000 + n * 10**9
+    spans = [{"traceId": trace, "spanId": root, "name": "invoke_agent support", "kind": 1,
+              "startTimeUnixNano": str(t0), "endTimeUnixNano": str(t0 + 10**8), "attributes": [
+                  _attr("gen_ai.operation.name", "invoke_agent"), _attr("gen_ai.agent.name", "support"),
+                  _attr("gen_ai.input.messages", json.dumps([{"role": "user", "content": f"refund ORD-{n}"}])),
+                  _attr("gen_ai.output.messages", json.dumps([{"role": "assistant", "content": "Refunded 20.00 EUR"}]))],
+              "status": {}}]
+    kids = [("chat", {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-x",
+                      "gen_ai.usage.input_tokens": 300, "gen_ai.usage.output_tokens": 20})]
+    for k in range(8):
+        kids.append((f"execute_tool tool_{k}", {
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": f"tool_{k}",
+            "gen_ai.tool.call.arguments": json.dumps({"order_id": f"ORD-{n}", "k": k}),
+            "gen_ai.tool.call.result": json.dumps({"ok": True, "amount": 20.0 + k})}))
+    kids.append(("db.query", {"db.system": "postgresql"}))
+    for i, (name, attrs) in enumerate(kids, start=1):
+        start = t0 + i * 10**6
+        spans.append({"traceId": trace, "spanId": f"{n:08x}{i:08x}", "parentSpanId": root, "name": name, "kind": 1,
+                      "startTimeUnixNano": str(start), "endTimeUnixNano": str(start + 5 * 10**5),
+                      "attributes": [_attr(k, v) for k, v in attrs.items()], "status": {}})
+    # 10 more small spans under the first tool call: 20 spans a trace
+    for j in range(9):
+        start = t0 + (20 + j) * 10**6
+        spans.append({"traceId": trace, "spanId": f"{n:08x}{100 + j:08x}", "parentSpanId": f"{n:08x}{2:08x}",
+                      "name": f"http.get {j}", "kind": 3, "startTimeUnixNano": str(start),
+                      "endTimeUnixNano": str(start + 1000), "attributes": [_attr("http.status_code", 200)],
+                      "status": {}})
+    return spans
+
+
+def make_file(path: Path, traces: int, per_line: int = 100) -> int:
+    spans = 0
+    resource = {"attributes": [_attr("service.name", "support"), _attr("service.version", "1")]}
+    with path.open("w") as f:
+        for start in range(0, traces, per_line):
+            batch = [s for n in range(start, min(traces, start + per_line)) for s in trace_spans(n)]
+            spans += len(batch)
+            f.write(json.dumps({"resourceSpans": [{"resource": resource, "scopeSpans": [
+                {"scope": {"name": "bench"}, "spans": batch}]}]}) + "\n")
+    return spans
+
+
+def t_json(path: Path) -> float:
+    start = time.perf_counter()
+    with path.open("rb") as f:
+        for line in f:
+            json.loads(line)
+    return time.perf_counter() - start
+
+
+def t_read(path: Path) -> float:
+    from oloproof.app.otel import read_traces
+
+    start = time.perf_counter()
+    read_traces([path])
+    return time.perf_counter() - start
+
+
+def t_import(path: Path, where: Path) -> float:
+    from oloproof.app.otel import import_traces
+    from oloproof.store import SQLiteStore
+
+    with tempfile.TemporaryDirectory(dir=where) as d:
+        store = SQLiteStore(Path(d) / "log.db")
+        start = time.perf_counter()
+        import_traces(store, [path], clock=lambda: "2026-12-01T00:00:00Z")
+        elapsed = time.perf_counter() - start
+        store.close()
+    return elapsed
+
+
+def peak(path: Path) -> int:
+    from oloproof.app.otel import read_traces
+
+    tracemalloc.start()
+    read_traces([path])
+    _, top = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return top
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--traces", type=int, default=10_000)
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args()
+    places = {"disk": Path(tempfile.gettempdir())}
+    if Path("/dev/shm").is_dir():
+        places["tmpfs"] = Path("/dev/shm")
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "traces.jsonl"
+        spans = make_file(path, args.traces)
+        small = Path(d) / "small.jsonl"
+        make_file(small, max(1, args.traces // 5))
+        print(f"{args.traces:,} traces, {spans:,} spans, {path.stat().st_size / 1e6:.1f} MB; "
+              f"{args.rounds} interleaved rounds; python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
+        samples: dict[str, list[float]] = {}
+        for _ in range(args.rounds):
+            samples.setdefault("json", []).append(t_json(path))
+            samples.setdefault("read", []).append(t_read(path))
+            for name, where in places.items():
+                samples.setdefault(f"import {name}", []).append(t_import(path, where))
+        base = statistics.median(samples["json"])
+        for name, xs in samples.items():
+            m = statistics.median(xs)
+            print(f"{name:14s} median {m:7.3f} s  [{min(xs):.3f}, {max(xs):.3f}]  "
+                  f"{args.traces / m:9,.0f} traces/s  {m / base:5.1f}× json")
+        a, b = peak(small), peak(path)
+        print(f"peak Python allocations of read: {a / 1e6:.0f} MB at {args.traces // 5:,} traces, "
+              f"{b / 1e6:.0f} MB at {args.traces:,} ({b / max(a, 1):.1f}×: not flat)")
+
+
+if __name__ == "__main__":
+    main()
