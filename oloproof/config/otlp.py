@@ -324,6 +324,47 @@ def _walk(tops: list[Span], children: dict[str, list[Span]]) -> Iterator[tuple[S
             stack.extend((c, True) for c in reversed(children.get(span.span_id, [])))
 
 
+#: where an agent invocation's answer is: GenAI's output messages, OpenInference's output,
+#: Pydantic AI's final_result
+FINAL_KEYS = ("gen_ai.output.messages", "output.value", "final_result")
+
+
+def tool_call_step(name: str, a: dict[str, Any]) -> dict[str, Any]:
+    """The ``tool_call`` step of a tool span (GenAI or OpenInference attributes)."""
+    tool = _first(a, "gen_ai.tool.name", "tool.name") or name.split(" ", 1)[-1]
+    args = _json_or_text(_first(a, "gen_ai.tool.call.arguments", "input.value", "tool.parameters"))
+    return {"kind": "tool_call", "tool_name": str(tool), "arguments": args if args is not None else {}}
+
+
+def tool_result_step(name: str, a: dict[str, Any], error: str | None) -> dict[str, Any]:
+    """The ``tool_result`` step of a tool span: its result, or its error."""
+    tool = str(_first(a, "gen_ai.tool.name", "tool.name") or name.split(" ", 1)[-1])
+    error_type = a.get("error.type")
+    if error_type is not None or error is not None:
+        return {"kind": "tool_result", "tool_name": tool, "raised": True,
+                "result": {"error": {"type": str(error_type or "Error"), "message": error or ""}}}
+    return {"kind": "tool_result", "tool_name": tool,
+            "result": _json_or_text(_first(a, "gen_ai.tool.call.result", "output.value"))}
+
+
+def model_step(a: dict[str, Any]) -> dict[str, Any]:
+    """The ``decision`` step of a model span."""
+    model = _first(a, "gen_ai.request.model", "gen_ai.response.model", "llm.model_name") or "model"
+    messages = _first(a, "gen_ai.input.messages", "input.value")
+    return {"kind": "decision", "tool_name": str(model),
+            "arguments": {"messages": _json_or_text(messages)} if messages is not None else {},
+            "result": _json_or_text(_first(a, "gen_ai.output.messages", "output.value"))}
+
+
+def model_usage(a: dict[str, Any], start: int, end: int, after: int) -> UsageRecorded | None:
+    tokens_in, tokens_out = a.get("gen_ai.usage.input_tokens"), a.get("gen_ai.usage.output_tokens")
+    if tokens_in is None and tokens_out is None:
+        return None
+    latency = (end - start) / 1e6 if end >= start > 0 else None
+    model = _first(a, "gen_ai.request.model", "gen_ai.response.model", "llm.model_name") or "model"
+    return UsageRecorded(int(tokens_in or 0), int(tokens_out or 0), 0.0, latency, str(model), after)
+
+
 def message_text(messages: Any) -> Any:
     """The text of the last message of GenAI output messages (``content`` text, or the text
     ``parts``); the value itself when it is no such list."""
@@ -361,14 +402,7 @@ def _case(case_id: str, root: Span | None, tops: list[Span], children: dict[str,
         op = span.operation
         if not entering:
             if op in TOOL_OPS:  # the result, after what the tool itself did
-                name = _first(a, "gen_ai.tool.name", "tool.name") or span.name.split(" ", 1)[-1]
-                error_type = a.get("error.type")
-                if error_type is not None or span.error is not None:
-                    add("tool_result", tool_name=str(name), raised=True,
-                        result={"error": {"type": str(error_type or "Error"), "message": span.error or ""}})
-                else:
-                    add("tool_result", tool_name=str(name),
-                        result=_json_or_text(_first(a, "gen_ai.tool.call.result", "output.value")))
+                add(**tool_result_step(span.name, a, span.error))
             elif len(agents) > 1:  # leaving a nested agent: control comes back to its caller
                 child = agents.pop()
                 if child != agents[-1]:
@@ -378,20 +412,12 @@ def _case(case_id: str, root: Span | None, tops: list[Span], children: dict[str,
             _own_step(span, raw)
             continue
         if op in TOOL_OPS:
-            name = _first(a, "gen_ai.tool.name", "tool.name") or span.name.split(" ", 1)[-1]
-            args = _json_or_text(_first(a, "gen_ai.tool.call.arguments", "input.value", "tool.parameters"))
-            add("tool_call", tool_name=str(name), arguments=args if args is not None else {})
+            add(**tool_call_step(span.name, a))
         elif op in MODEL_OPS:
-            model = _first(a, "gen_ai.request.model", "gen_ai.response.model", "llm.model_name") or "model"
-            messages = _first(a, "gen_ai.input.messages", "input.value")
-            add("decision", tool_name=str(model),
-                arguments={"messages": _json_or_text(messages)} if messages is not None else {},
-                result=_json_or_text(_first(a, "gen_ai.output.messages", "output.value")))
-            tokens_in, tokens_out = a.get("gen_ai.usage.input_tokens"), a.get("gen_ai.usage.output_tokens")
-            if tokens_in is not None or tokens_out is not None:
-                latency = (span.end - span.start) / 1e6 if span.end >= span.start > 0 else None
-                usage.append(UsageRecorded(int(tokens_in or 0), int(tokens_out or 0), 0.0, latency, str(model),
-                                           len(raw)))
+            add(**model_step(a))
+            u = model_usage(a, span.start, span.end, len(raw))
+            if u is not None:
+                usage.append(u)
         elif op in AGENT_OPS:
             name = a.get("gen_ai.agent.name")
             name = name if isinstance(name, str) and name else (agents[-1] if agents else "agent")
@@ -400,7 +426,7 @@ def _case(case_id: str, root: Span | None, tops: list[Span], children: dict[str,
             agents.append(name)
         else:
             unmapped.append({"name": span.name, "span_id": span.span_id, "attributes": a})
-    final = _first(attrs, "gen_ai.output.messages", "output.value") if root is not None else None
+    final = _first(attrs, *FINAL_KEYS) if root is not None else None
     if final is not None and not own:
         add("final", result=message_text(_json_or_text(final)))
     if own:
@@ -461,3 +487,8 @@ def _own_step(span: Span, raw: list[dict[str, Any]]) -> None:
         raw.append({"kind": "tool_result", "tool_name": a.get("oloproof.step.tool_name"),
                     "result": _strict(a.get("oloproof.result")), "agent": a.get("oloproof.result.agent"),
                     "raised": bool(a.get("oloproof.result.raised")), "fault": a.get("oloproof.result.fault")})
+
+
+#: the span helpers the live span processor (oloproof.otel) shares with the importer
+first_of = _first
+json_or_text = _json_or_text

@@ -212,6 +212,20 @@ class CaseRecorder:
         )
         return index
 
+    def step(self, kind: str, *, tool_name: str | None = None, arguments: Any = None, result: Any = None,
+             agent: str | None = None, to_agent: str | None = None, raised: bool = False) -> int:
+        """Append one step of any kind (the low-level way: what the OpenTelemetry span
+        processor records); ``raised`` marks a tool result that is an error. Returns its index."""
+        from oloproof.records import STEP_KINDS
+
+        if kind not in STEP_KINDS:
+            raise RecordError(f"case {self.id!r}: step(): unknown kind {kind!r} (one of {', '.join(sorted(STEP_KINDS))})")
+        index = self._step(kind, tool_name=tool_name, arguments=arguments, result=result, agent=agent,
+                           to_agent=to_agent)
+        if raised:
+            self._steps[-1] = _replace(self._steps[-1], raised=True)
+        return index
+
     def message(self, text: str, *, agent: str | None = None) -> int:
         """Append a ``message`` step; returns its index."""
         return self._step("message", arguments={"text": text}, agent=agent)

@@ -1,0 +1,135 @@
+"""``pytest --oloproof [PROJECT]``: an Oloproof project collected as tests (issue 15).
+
+One item per case of the suite (each trial under ``trials: k``) and one for the release gate.
+The first item that runs records the whole suite — exactly as ``oloproof run`` does, into the
+same log (``PROJECT/.oloproof/log.db``, or ``--oloproof-db``), sealed — and every item then
+reads its own verdicts: a case fails when a criterion failed *or is missing* (missing is never
+passed), with its failed criteria and the ``oloproof show RUN CASE`` command in the message;
+the gate item fails unless the gate passed. Registered through the ``pytest11`` entry point;
+inert unless ``--oloproof`` is given.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+def pytest_addoption(parser: Any) -> None:
+    group = parser.getgroup("oloproof")
+    group.addoption("--oloproof", action="store", nargs="?", const=".", default=None, metavar="PROJECT",
+                    help="Collect the Oloproof project in PROJECT (default: here) as tests: one per case, "
+                         "one for the release gate.")
+    group.addoption("--oloproof-db", action="store", default=None, metavar="PATH",
+                    help="The event log (default: PROJECT/.oloproof/log.db).")
+
+
+class CaseFailure(Exception):
+    """A case or the gate did not pass: the message says why (no traceback)."""
+
+
+class Suite:
+    """The project's run, made once when the first item needs it."""
+
+    def __init__(self, project_dir: str, db: str | None):
+        self.project_dir = project_dir
+        self.db = db or str(Path(project_dir) / ".oloproof" / "log.db")
+        self.outcome: Any = None
+        self.results: dict[str, Any] = {}
+        self.criteria: list[str] = []
+        self.error: BaseException | None = None
+
+    def ids(self) -> list[str]:
+        from oloproof.app.project import load_project
+        from oloproof.config.limits import trial_case_id
+
+        project = load_project(self.project_dir)
+        project.prepare()
+        k = project.trials
+        return [trial_case_id(sc.id, t) for sc in project.suite_cases for t in (range(1, k + 1) if k > 1 else (None,))]
+
+    def run(self) -> None:
+        if self.outcome is not None or self.error is not None:
+            return
+        from oloproof.app.project import load_project, load_system
+        from oloproof.app.run import run_suite
+        from oloproof.store import SQLiteStore
+
+        try:
+            project = load_project(self.project_dir)
+            info = project.prepare()
+            system = load_system(project)
+            Path(self.db).parent.mkdir(parents=True, exist_ok=True)
+            store = SQLiteStore(self.db)
+            try:
+                self.outcome = run_suite(project, system, store, info, keep_cases=True)
+            finally:
+                store.close()
+            self.criteria = project.suite.criteria
+            self.results = {r.case_id: r for r in self.outcome.summary.cases}
+        except BaseException as e:  # noqa: BLE001 - every item reports it
+            self.error = e
+
+
+class OloproofItem(pytest.Item):
+    def __init__(self, *, suite: Suite, case_id: str | None, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.suite = suite
+        self.case_id = case_id
+
+    def runtest(self) -> None:
+        self.suite.run()
+        if self.suite.error is not None:
+            raise CaseFailure(f"the suite could not run: {type(self.suite.error).__name__}: {self.suite.error}")
+        outcome = self.suite.outcome
+        if self.case_id is None:
+            gate = outcome.summary.gate
+            if gate is not None and gate.decision != "PASS":
+                rules = "; ".join(f"{r.name}: {r.status}" + (f" ({r.reason})" if r.reason else "")
+                                  for r in gate.rules if r.status != "PASS")
+                raise CaseFailure(f"gate {gate.decision} for run {outcome.run_id}: {rules} "
+                                  f"(oloproof gate {outcome.run_id})")
+            return
+        result = self.suite.results.get(self.case_id)
+        if result is None:
+            raise CaseFailure(f"case {self.case_id!r} was not recorded (oloproof show {outcome.run_id})")
+        bad = [(c, v) for c, v in zip(self.suite.criteria, result.verdicts) if v[0] in ("fail", "missing")]
+        if bad:
+            shown = ", ".join(f"{c}: {v[0]}" + (f" ({v[1]})" if v[1] else "") for c, v in bad)
+            raise CaseFailure(f"case {self.case_id!r}: {shown} — see 'oloproof show {outcome.run_id} {self.case_id}'")
+
+    def repr_failure(self, excinfo: Any, style: Any = None) -> Any:
+        if isinstance(excinfo.value, CaseFailure):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, style)
+
+    def reportinfo(self) -> tuple[Any, int | None, str]:
+        return self.path, None, f"oloproof: {self.case_id or 'release gate'}"
+
+
+class OloproofCollector(pytest.Collector):
+    def __init__(self, *, suite: Suite, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.suite = suite
+
+    def collect(self) -> list[pytest.Item]:
+        items: list[pytest.Item] = [OloproofItem.from_parent(self, name=case_id, suite=self.suite, case_id=case_id)
+                                    for case_id in self.suite.ids()]
+        items.append(OloproofItem.from_parent(self, name="release-gate", suite=self.suite, case_id=None))
+        return items
+
+
+def pytest_collection_modifyitems(session: Any, config: Any, items: list[Any]) -> None:
+    project = config.getoption("--oloproof")
+    if project is None:
+        return  # inert
+    root = Path(project).resolve()
+    suite = Suite(str(root), config.getoption("--oloproof-db"))
+    collector = OloproofCollector.from_parent(session, name=f"oloproof[{root.name}]", path=root / "oloproof.yaml",
+                                              nodeid=f"oloproof[{root.name}]", suite=suite)
+    try:
+        items.extend(collector.collect())
+    except Exception as e:  # a project that does not load: one located error, not a traceback
+        raise pytest.UsageError(f"--oloproof {project}: {e}") from e
