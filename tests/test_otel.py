@@ -87,8 +87,8 @@ def test_real_sdk_traces_import_as_a_run(cli, tmp_path):
     path = t.write(tmp_path / "traces.jsonl", per_line=4)  # one trace spread over lines
     r = cli("import", "otel", str(path), cwd=tmp_path)
     assert r.exit_code == 0, r.output
-    assert "imported 15 span(s)" in r.output and "(support 2.1): 3 case(s)" in r.output
-    assert "3 span(s) outside the GenAI mapping kept" in r.output
+    assert "imported 15 spans" in r.output and "(support 2.1): 3 cases" in r.output
+    assert "3 spans outside the GenAI mapping kept" in r.output
     cases = views(tmp_path)
     assert len(cases) == 3
     first, failed = cases[0], cases[1]
