@@ -35,6 +35,7 @@ from oloproof.config.otlp import (
     json_or_text,
     message_text,
     model_step,
+    operation_of,
     model_usage,
     tool_call_step,
     tool_result_step,
@@ -42,20 +43,6 @@ from oloproof.config.otlp import (
 from oloproof.system import _CURRENT
 
 __all__ = ["OloproofSpanProcessor"]
-
-_OI = {"TOOL": "execute_tool", "LLM": "chat", "AGENT": "invoke_agent"}
-
-
-def _operation(name: str, a: Any) -> str:
-    op = a.get("gen_ai.operation.name")
-    if isinstance(op, str) and op:
-        return op
-    kind = a.get("openinference.span.kind")
-    if isinstance(kind, str):
-        return _OI.get(kind.upper(), "")
-    head = name.split(" ", 1)[0]
-    return head if head in TOOL_OPS + MODEL_OPS + AGENT_OPS else ""
-
 
 class OloproofSpanProcessor(SpanProcessor):
     """Turns the GenAI spans that end inside a case into its steps (see the module)."""
@@ -69,7 +56,7 @@ class OloproofSpanProcessor(SpanProcessor):
         if rec is None:
             return
         a = span.attributes or {}
-        if _operation(span.name, a) not in AGENT_OPS:
+        if operation_of(span.name, a) not in AGENT_OPS:
             return
         stack = self._agents.setdefault(id(rec), [])
         name = a.get("gen_ai.agent.name")
@@ -83,7 +70,7 @@ class OloproofSpanProcessor(SpanProcessor):
         if rec is None:
             return
         a = dict(span.attributes or {})
-        op = _operation(span.name, a)
+        op = operation_of(span.name, a)
         stack = self._agents.get(id(rec), [])
         agent = stack[-1] if stack else None
         if op in TOOL_OPS:

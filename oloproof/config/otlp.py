@@ -62,14 +62,20 @@ class Span:
 
     @property
     def operation(self) -> str:
-        op = self.attributes.get("gen_ai.operation.name")
-        if isinstance(op, str) and op:
-            return op
-        kind = self.attributes.get(_OI_KIND)
-        if isinstance(kind, str):
-            return {"TOOL": "execute_tool", "LLM": "chat", "AGENT": "invoke_agent"}.get(kind.upper(), kind.lower())
-        head = self.name.split(" ", 1)[0]
-        return head if head in TOOL_OPS + MODEL_OPS + AGENT_OPS else ""
+        return operation_of(self.name, self.attributes)
+
+
+def operation_of(name: str, attributes: Any) -> str:
+    """A span's GenAI operation: ``gen_ai.operation.name``, else the OpenInference span kind
+    (TOOL, LLM, AGENT), else the first word of its name when that is an operation."""
+    op = attributes.get("gen_ai.operation.name")
+    if isinstance(op, str) and op:
+        return op
+    kind = attributes.get(_OI_KIND)
+    if isinstance(kind, str):
+        return {"TOOL": "execute_tool", "LLM": "chat", "AGENT": "invoke_agent"}.get(kind.upper(), kind.lower())
+    head = name.split(" ", 1)[0]
+    return head if head in TOOL_OPS + MODEL_OPS + AGENT_OPS else ""
 
 
 # ---- reading -----------------------------------------------------------------------------------
