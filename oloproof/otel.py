@@ -14,7 +14,9 @@ agent instrumented with OpenTelemetry is recorded without any ``@tool``::
 The mapping is the importer's (docs/otel.md): a tool span → its ``tool_call`` and
 ``tool_result`` when it ends; a model span → a ``decision`` (and its token usage); a nested
 agent invocation → a ``handoff`` to it and back; the outermost invocation's answer → the
-``final`` step. A span outside any case is ignored. Needs the ``otel`` extra
+``final`` step. A span outside any case is ignored, and so is one ended in a thread the case
+did not hand its context to (a ``ThreadPoolExecutor`` does not: run such work with
+``contextvars.copy_context().run``). Needs the ``otel`` extra
 (``pip install 'oloproof[otel]'``). Do not also wrap the same tools with ``@tool``: each call
 would be recorded twice.
 """
@@ -44,12 +46,31 @@ from oloproof.system import _CURRENT
 
 __all__ = ["OloproofSpanProcessor"]
 
+class _CaseState:
+    """What the processor knows of one case: the agents invoked and not yet returned
+    (innermost last), the last agent seen, and whether steps name their agent (decided by the
+    first step: every step names one, or none does)."""
+
+    __slots__ = ("agents", "last", "named")
+
+    def __init__(self) -> None:
+        self.agents: list[str] = []
+        self.last: str | None = None
+        self.named: bool | None = None
+
+    def agent(self) -> str | None:
+        current = self.agents[-1] if self.agents else self.last
+        if self.named is None:
+            self.named = current is not None
+        return current if self.named else None
+
+
 class OloproofSpanProcessor(SpanProcessor):
     """Turns the GenAI spans that end inside a case into its steps (see the module)."""
 
-    def __init__(self) -> None:
-        #: per case recorder: the agents invoked and not yet returned (innermost last)
-        self._agents: dict[int, list[str]] = {}
+    @staticmethod
+    def _state(rec: Any) -> _CaseState:
+        return rec.extra("oloproof.otel", _CaseState)
 
     def on_start(self, span: Any, parent_context: Any = None) -> None:
         rec = _CURRENT.get()
@@ -58,12 +79,13 @@ class OloproofSpanProcessor(SpanProcessor):
         a = span.attributes or {}
         if operation_of(span.name, a) not in AGENT_OPS:
             return
-        stack = self._agents.setdefault(id(rec), [])
+        state = self._state(rec)
         name = a.get("gen_ai.agent.name")
-        name = name if isinstance(name, str) and name else (stack[-1] if stack else "agent")
-        if stack and name != stack[-1]:
-            rec.step("handoff", agent=stack[-1], to_agent=name)
-        stack.append(name)
+        name = name if isinstance(name, str) and name else (state.agents[-1] if state.agents else "agent")
+        if state.agents and name != state.agents[-1]:
+            rec.step("handoff", agent=state.agent(), to_agent=name)
+        state.agents.append(name)
+        state.last = name
 
     def on_end(self, span: ReadableSpan) -> None:
         rec = _CURRENT.get()
@@ -71,33 +93,33 @@ class OloproofSpanProcessor(SpanProcessor):
             return
         a = dict(span.attributes or {})
         op = operation_of(span.name, a)
-        stack = self._agents.get(id(rec), [])
-        agent = stack[-1] if stack else None
+        state = self._state(rec)
         if op in TOOL_OPS:
             error = None
             if span.status is not None and span.status.status_code == StatusCode.ERROR:
                 error = span.status.description or ""
+            agent = state.agent()
             rec.step(**tool_call_step(span.name, a), agent=agent)
             rec.step(**tool_result_step(span.name, a, error), agent=agent)
         elif op in MODEL_OPS:
-            rec.step(**model_step(a), agent=agent)
+            rec.step(**model_step(a), agent=state.agent())
             usage = model_usage(a, span.start_time or 0, span.end_time or 0, 0)
             if usage is not None:
                 rec.usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
                           latency_ms=usage.latency_ms, model=usage.model)
-        elif op in AGENT_OPS and stack:
-            child = stack.pop()
-            if stack:
-                if child != stack[-1]:
-                    rec.step("handoff", agent=child, to_agent=stack[-1])
+        elif op in AGENT_OPS and state.agents:
+            agent = state.agent()
+            child = state.agents.pop()
+            if state.agents:
+                if child != state.agents[-1]:
+                    rec.step("handoff", agent=agent, to_agent=state.agents[-1])
                 return
-            del self._agents[id(rec)]
             final = first_of(a, *FINAL_KEYS)
             if final is not None:
-                rec.final(message_text(json_or_text(final)), agent=child)
+                rec.final(message_text(json_or_text(final)), agent=agent)
 
     def shutdown(self) -> None:
-        self._agents.clear()
+        pass
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return True

@@ -164,6 +164,27 @@ HOSTILE = [
     ('{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "4bf92f3577b34da6a3ce929d0e0e4736", '
      '"spanId": "00f067aa0ba902b7", "startTimeUnixNano": true}]}]}]}', "startTimeUnixNano: expected an integer"),
     ("[" * 5000 + "]" * 5000, "nested deeper than"),
+    ('{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "4bf92f3577b34da6a3ce929d0e0e4736", '
+     '"spanId": "00f067aa0ba902b7", "attributes": [{"key": "n", "value": {"intValue": "--5"}}]}]}]}]}',
+     "expected an integer, got '--5'"),
+    ('{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "4bf92f3577b34da6a3ce929d0e0e4736", '
+     '"spanId": "00f067aa0ba902b7", "startTimeUnixNano": "\u00b2"}]}]}]}', "expected an integer"),
+    ('{"resourceSpans": [{"resource": [1], "scopeSpans": []}]}', "resource: expected an object"),
+    # two spans with one id, whose parent links then loop: refused, not a hang
+    ('{"resourceSpans": [{"scopeSpans": [{"spans": ['
+     '{"traceId": "4bf92f3577b34da6a3ce929d0e0e4736", "spanId": "00000000000000aa", "name": "execute_tool t"},'
+     '{"traceId": "4bf92f3577b34da6a3ce929d0e0e4736", "spanId": "00000000000000aa", '
+     '"parentSpanId": "00000000000000aa", "name": "execute_tool t"}]}]}]}', "appears twice in trace"),
+    ('{"resourceSpans": [{"scopeSpans": [{"spans": ['
+     '{"traceId": "4bf92f3577b34da6a3ce929d0e0e4736", "spanId": "00000000000000aa", "parentSpanId": "00000000000000bb"},'
+     '{"traceId": "4bf92f3577b34da6a3ce929d0e0e4736", "spanId": "00000000000000bb", '
+     '"parentSpanId": "00000000000000aa"}]}]}]}', "parent links loop back"),
+    # Oloproof's own attributes with the wrong types would store events no reader can decode
+    ('{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "4bf92f3577b34da6a3ce929d0e0e4736", '
+     '"spanId": "00000000000000aa", "name": "invoke_agent a", "attributes": ['
+     '{"key": "gen_ai.operation.name", "value": {"stringValue": "invoke_agent"}},'
+     '{"key": "oloproof.case_id", "value": {"stringValue": "c1"}},'
+     '{"key": "oloproof.metadata", "value": {"stringValue": "5"}}]}]}]}]}', "oloproof.metadata: expected a JSON object"),
 ]
 
 
@@ -173,7 +194,7 @@ def test_a_malformed_trace_file_is_refused_with_nothing_written(cli, tmp_path, l
     refund_traces(t, 1)
     good = t.write(tmp_path / "good.jsonl")
     bad = tmp_path / "bad.jsonl"
-    bad.write_text(good.read_text() + line + "\n")
+    bad.write_text("\n" + line + "\n")  # line 2
     r = cli("import", "otel", str(good), str(bad), cwd=tmp_path)
     assert r.exit_code == 2, r.output
     assert "bad.jsonl:2: " in r.output and says in r.output, r.output
@@ -204,6 +225,7 @@ def test_export_then_import_gives_the_same_trajectories(cli, tmp_path, example):
         assert steps_of(w) == steps_of(v), case_id
         assert [(s.fault) for s in w.trajectory.steps] == [(s.fault) for s in v.trajectory.steps]
         assert w.trajectory.terminal_status == v.trajectory.terminal_status
+        assert (w.trajectory.truncated, w.trajectory.step_limit) == (v.trajectory.truncated, v.trajectory.step_limit)
         assert [(c.name, c.passed, c.step_index) for c in w.trajectory.constraints] == \
             [(c.name, c.passed, c.step_index) for c in v.trajectory.constraints]
         assert (w.input, w.output) == (v.input, v.output)
@@ -244,3 +266,31 @@ def test_an_imported_run_can_be_attributed_and_frozen(cli, tmp_path):
     r = cli("prefix", "create", "latest", case, cwd=tmp_path)
     assert r.exit_code == 0, r.output
     assert (tmp_path / "prefixes" / f"{case}.yaml").exists()
+
+
+def test_recorded_text_never_reaches_the_terminal_as_control_sequences(cli, tmp_path):
+    t = Traces(service="[bold red]x[/] \x1b[2J\x1b]0;pwned\x07", version="1")
+    with t.span("execute_tool t", **{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t"}):
+        pass
+    r = cli("import", "otel", str(t.write(tmp_path / "m.jsonl")), cwd=tmp_path)
+    assert r.exit_code == 0, r.output
+    assert "\x1b" not in r.output and "\\x1b" in r.output and "[bold red]x[/]" in r.output
+
+
+def test_token_counts_that_are_not_counts_are_not_usage(cli, tmp_path):
+    t = Traces()
+    with t.span("chat m", **{"gen_ai.operation.name": "chat", "gen_ai.request.model": "m",
+                             "gen_ai.usage.input_tokens": "lots"}):
+        pass
+    assert cli("import", "otel", str(t.write(tmp_path / "u.jsonl")), cwd=tmp_path).exit_code == 0
+    [case] = views(tmp_path)
+    assert case.usage == () and case.trajectory.steps[0].kind == "decision"
+
+
+def test_a_file_given_twice_is_refused_not_doubled(cli, tmp_path):
+    t = Traces()
+    with t.span("execute_tool t", **{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t"}):
+        pass
+    path = t.write(tmp_path / "once.jsonl")
+    r = cli("import", "otel", str(path), str(path), cwd=tmp_path)
+    assert r.exit_code == 2 and "appears twice in trace" in r.output

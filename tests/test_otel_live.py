@@ -127,3 +127,71 @@ def test_the_live_events_are_those_of_the_same_trajectory_built_by_hand(cli, pro
                   to_agent=s.to_agent) for s in view.trajectory.steps), "success"))
     by_hand = [encode(e) for e in rec.trajectory_events() if type(e).__name__ == "StepRecorded"]
     assert live == by_hand
+
+
+SPANS = '''
+from opentelemetry.sdk.trace import TracerProvider
+
+from oloproof import system
+from oloproof.otel import OloproofSpanProcessor
+
+provider = TracerProvider()
+provider.add_span_processor(OloproofSpanProcessor())
+tracer = provider.get_tracer("app")
+
+with tracer.start_as_current_span("execute_tool at_import", attributes={"gen_ai.operation.name": "execute_tool"}):
+    pass  # outside any case: ignored
+
+
+def tool(name):
+    return tracer.start_as_current_span(f"execute_tool {name}", attributes={
+        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name})
+
+
+def agent(name):
+    return tracer.start_as_current_span(f"invoke_agent {name}", attributes={
+        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": name, "final_result": f"{name} done"})
+
+
+@system(name="spans", version="1", records=["agent_trajectory/v1"])
+def run(case):
+    kind = case.input["kind"]
+    if kind == "abandon":  # an agent span that never ends
+        span = tracer.start_span("invoke_agent bot", attributes={"gen_ai.operation.name": "invoke_agent",
+                                                                 "gen_ai.agent.name": "bot"})
+        span.set_attribute("x", 1)
+        return {"answer": "left"}
+    if kind == "preflight":  # a tool before the agent runs
+        with tool("check"):
+            pass
+    with agent("helper"):
+        with tool("lookup"):
+            pass
+    return {"answer": "ok"}
+'''
+
+
+def test_each_case_starts_afresh_and_mixed_agent_naming_never_errors_a_case(cli, tmp_path):
+    p = tmp_path / "spans"
+    write(p / "app.py", SPANS)
+    write(p / "oloproof.yaml", "system: {name: spans, version: '1', callable: app:run, records: [agent_trajectory/v1]}\n"
+                               "cases: cases.jsonl\n")
+    write(p / "cases.jsonl", "".join(json.dumps({"id": i, "input": {"kind": k}}) + "\n" for i, k in
+                                     [("a", "abandon"), ("b", "normal"), ("c", "preflight"), ("d", "normal")]))
+    r = cli("run", cwd=p)
+    assert r.exit_code == 0 and "errored" not in r.output, r.output
+    from oloproof.app.runs import iter_case_views, latest_run_id
+    from oloproof.store import SQLiteStore
+
+    store = SQLiteStore(p / ".oloproof" / "log.db", readonly=True)
+    cases = {v.case_id: v for v in iter_case_views(store, latest_run_id(store))}
+    store.close()
+    normal = [(s.kind, s.tool_name, s.agent, s.to_agent, s.result) for s in cases["b"].trajectory.steps]
+    assert normal == [("tool_call", "lookup", "helper", None, None), ("tool_result", "lookup", "helper", None, None),
+                      ("final", None, "helper", None, "helper done")]
+    # the abandoned agent of case a never leaks into b or d: no invented handoff
+    assert [(s.kind, s.agent) for s in cases["d"].trajectory.steps] == [(k, a) for k, _, a, _, _ in normal]
+    # a tool before any agent: the case's steps name no agent (all or none), and nothing errors
+    assert [(s.kind, s.tool_name, s.agent) for s in cases["c"].trajectory.steps] == [
+        ("tool_call", "check", None), ("tool_result", "check", None), ("tool_call", "lookup", None),
+        ("tool_result", "lookup", None), ("final", None, None)]

@@ -23,6 +23,7 @@ from oloproof.events import (
     RunStarted,
     TrajectoryRecorded,
     case_fingerprint,
+    decode_many,
     encode,
     tag_of,
 )
@@ -66,8 +67,10 @@ def read_traces(files: list[Path]) -> tuple[list[ImportedCase], int]:
             seen[case.case_id] = where
             try:
                 validate_steps(case.steps, case.case_id)
+                payloads, _ = _case_events("check", 0, case)
+                decode_many(payloads)  # what the log will hold reads back: nothing half-usable is written
             except Exception as e:  # noqa: BLE001 - a trajectory the spans cannot make: located
-                raise CaseFileError(f"{where}: {e}") from None
+                raise CaseFileError(f"{where}: case {case.case_id!r}: {str(e)[:300]}") from None
             cases.append(case)
     if not cases:
         raise CaseFileError(f"{', '.join(map(str, files))}: no spans")
@@ -78,7 +81,7 @@ def _case_events(run_id: str, position: int, case: ImportedCase) -> tuple[list[b
     started = CaseStarted(run_id, case.case_id, position,
                           case_fingerprint(case.input, None, {}), case.input, None, {}, case.metadata)
     events: list[Any] = [started, *case.steps, *case.constraints, *case.usage,
-                         TrajectoryRecorded(case.terminal_status, steps=len(case.steps)),
+                         TrajectoryRecorded(case.terminal_status, case.truncated, case.step_limit, len(case.steps)),
                          CaseFinished(case.output if isinstance(case.output, dict) or case.output is None
                                       else {"output": case.output})]
     return [encode(e) for e in events], [tag_of(e) for e in events]

@@ -44,9 +44,9 @@ def otel(files: tuple[str, ...], system: str | None, version: str | None, db: st
         out = import_traces(store, [Path(f) for f in files], system=system, version=version, clock=utc_now)
     finally:
         store.close()
-    from oloproof.report.terminal import plural
+    from oloproof.report.terminal import plural, printable
 
     unmapped = (f"; {plural(out.unmapped, 'span')} outside the GenAI mapping kept in the cases' metadata"
                 if out.unmapped else "")
-    click.echo(f"imported {plural(out.spans, 'span')} as run {out.run_id} ({out.system} {out.version}): "
+    click.echo(f"imported {plural(out.spans, 'span')} as run {out.run_id} ({printable(out.system)} {printable(out.version)}): "
                f"{plural(out.cases, 'case')}{unmapped}. Its log digest:\n{out.digest}")

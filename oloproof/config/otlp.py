@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,9 +111,12 @@ def _int(value: Any, where: str) -> int:
         raise _fail(where, "expected an integer, got a boolean")
     if isinstance(value, int):
         return value
-    if isinstance(value, str) and value.lstrip("-").isdigit() and len(value) < 30:
+    if isinstance(value, str) and _INT.fullmatch(value):
         return int(value)
     raise _fail(where, f"expected an integer, got {quoted(value)}")
+
+
+_INT = re.compile(r"-?[0-9]{1,25}")
 
 
 def any_value(v: Any, where: str, depth: int = 0) -> Any:
@@ -244,8 +248,12 @@ def iter_spans(path: Path) -> Iterator[Span]:
                 raise _fail(at, "expected an ExportTraceServiceRequest object with resourceSpans")
             for r, rs in enumerate(_list(request, "resourceSpans", at)):
                 where_r = f"{at}: resourceSpans[{r}]"
-                resource = attributes((rs.get("resource") or {}).get("attributes") if isinstance(rs, dict) else None,
-                                      f"{where_r}.resource.attributes")
+                if not isinstance(rs, dict):
+                    raise _fail(where_r, f"a resourceSpans entry is an object, got {quoted(rs)}")
+                res = rs.get("resource") or {}
+                if not isinstance(res, dict):
+                    raise _fail(f"{where_r}.resource", f"expected an object, got {quoted(res)}")
+                resource = attributes(res.get("attributes"), f"{where_r}.resource.attributes")
                 for s, ss in enumerate(_list(rs, "scopeSpans", where_r)):
                     where_s = f"{where_r}.scopeSpans[{s}]"
                     for k, raw in enumerate(_list(ss, "spans", where_s)):
@@ -265,6 +273,8 @@ class ImportedCase:
     output: Any
     service: dict[str, Any]
     constraints: list[ConstraintRecorded] = field(default_factory=list)
+    truncated: bool = False
+    step_limit: int | None = None
 
 
 def _json_or_text(value: Any) -> Any:
@@ -288,8 +298,21 @@ def _is_agent(span: Span) -> bool:
 
 
 def cases_of_trace(spans: list[Span]) -> list[ImportedCase]:
-    """The cases one trace holds (see the module docstring)."""
-    by_id = {s.span_id: s for s in spans}
+    """The cases one trace holds (see the module docstring). Two spans with one id, or parent
+    links that loop, are refused (located): no span of a trace is ever dropped silently."""
+    by_id: dict[str, Span] = {}
+    for s in spans:
+        if s.span_id in by_id:
+            raise _fail(s.where, f"span id {s.span_id} appears twice in trace {s.trace_id} (also at "
+                                 f"{by_id[s.span_id].where})")
+        by_id[s.span_id] = s
+    for s in spans:
+        p, hops = s, 0
+        while p.parent_id in by_id:
+            p = by_id[p.parent_id]
+            hops += 1
+            if p is s or hops > len(spans):
+                raise _fail(s.where, f"span {s.span_id}: its parent links loop back to it (trace {s.trace_id})")
     children: dict[str, list[Span]] = {}
     for s in spans:
         children.setdefault(s.parent_id if s.parent_id in by_id else "", []).append(s)
@@ -363,12 +386,22 @@ def model_step(a: dict[str, Any]) -> dict[str, Any]:
 
 
 def model_usage(a: dict[str, Any], start: int, end: int, after: int) -> UsageRecorded | None:
-    tokens_in, tokens_out = a.get("gen_ai.usage.input_tokens"), a.get("gen_ai.usage.output_tokens")
+    tokens_in, tokens_out = _count(a.get("gen_ai.usage.input_tokens")), _count(a.get("gen_ai.usage.output_tokens"))
     if tokens_in is None and tokens_out is None:
-        return None
+        return None  # none reported (or not as counts: kept in the span's attributes only)
     latency = (end - start) / 1e6 if end >= start > 0 else None
     model = _first(a, "gen_ai.request.model", "gen_ai.response.model", "llm.model_name") or "model"
     return UsageRecorded(int(tokens_in or 0), int(tokens_out or 0), 0.0, latency, str(model), after)
+
+
+def _count(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int) and 0 <= value < 10**15:
+        return value
+    if isinstance(value, float) and value.is_integer() and 0 <= value < 1e15:
+        return int(value)
+    return None
 
 
 def message_text(messages: Any) -> Any:
@@ -435,11 +468,17 @@ def _case(case_id: str, root: Span | None, tops: list[Span], children: dict[str,
     final = _first(attrs, *FINAL_KEYS) if root is not None else None
     if final is not None and not own:
         add("final", result=message_text(_json_or_text(final)))
+    truncated, step_limit = False, None
     if own:
         output = _strict(attrs.get("oloproof.output"))
         status = attrs.get("oloproof.terminal_status", "unknown")
         input_ = _strict(attrs.get("oloproof.input"))
         metadata = _strict(attrs.get("oloproof.metadata")) or {}
+        if not isinstance(metadata, dict):
+            raise _fail(root.where, f"attribute oloproof.metadata: expected a JSON object, got {quoted(metadata)}")
+        truncated = attrs.get("oloproof.truncated") is True
+        limit = attrs.get("oloproof.step_limit")
+        step_limit = limit if isinstance(limit, int) and not isinstance(limit, bool) and limit >= 0 else None
         # a trial's or a derived case's id (c/2, c~t) is no plain case id: one character changes
         case_id = str(attrs["oloproof.case_id"]).replace("/", "-").replace("~", "-")
     else:
@@ -467,7 +506,7 @@ def _case(case_id: str, root: Span | None, tops: list[Span], children: dict[str,
                 constraints.append(ConstraintRecorded(item[0], item[1], item[2]))
     return ImportedCase(case_id, input_ if isinstance(input_, dict) else {"input": input_}, metadata, steps, usage,
                         status if status in ("success", "failure", "unknown") else "unknown", output, service,
-                        constraints)
+                        constraints, truncated, step_limit)
 
 
 def _strict(value: Any) -> Any:
@@ -484,6 +523,10 @@ def _own_step(span: Span, raw: list[dict[str, Any]]) -> None:
     """A step Oloproof exported (``oloproof.step.*``): read back exactly; a tool call whose
     result came next carries that result too (``oloproof.result*``)."""
     a = span.attributes
+    for key in ("oloproof.step.kind", "oloproof.step.tool_name", "oloproof.step.agent", "oloproof.step.to_agent",
+                "oloproof.step.fault", "oloproof.result.agent", "oloproof.result.fault"):
+        if key in a and not isinstance(a[key], str):
+            raise _fail(span.where, f"attribute {key}: expected text, got {quoted(a[key])}")
     raw.append({"kind": a["oloproof.step.kind"], "tool_name": a.get("oloproof.step.tool_name"),
                 "arguments": _strict(a.get("oloproof.step.arguments")),
                 "result": _strict(a.get("oloproof.step.result")), "agent": a.get("oloproof.step.agent"),

@@ -116,7 +116,7 @@ class CaseRecorder:
     __slots__ = ("case", "_steps", "_keys", "_entries", "_root", "_depth", "_active", "_tasks", "_constraints",
                  "_checkpoints", "_status", "_truncated", "_step_limit", "_hand_built",
                  "_snapshot", "_touched", "_auto_checkpoints", "_evidence",
-                 "_fault", "_fault_calls", "_trial", "_usage")
+                 "_fault", "_fault_calls", "_trial", "_usage", "_extras")
 
     def __init__(self, case: Case, snapshot: Callable[[], Any] | None = None,
                  auto_checkpoints: bool = False, fault: dict[str, Any] | None = None,
@@ -147,6 +147,9 @@ class CaseRecorder:
         self._evidence: list[Event] = []
         #: model usage the agent reported (usage.v1)
         self._usage: list[Event] = []
+        #: state an integration keeps for this case only (oloproof.otel's agent stack): it
+        #: lives and dies with the case, never carried into the next
+        self._extras: dict[str, Any] = {}
         #: the case's declared fault ``{"tool", "kind", "call"[, "scope"]}`` (SPEC §13a), applied
         #: to that call of that tool; the calls of the tool so far (a replay starts with those
         #: its tape answered). The system never sees it: it is not part of ``case``.
@@ -359,6 +362,13 @@ class CaseRecorder:
 
     def usage_events(self) -> list[Event]:
         return list(self._usage)
+
+    def extra(self, key: str, make: Callable[[], Any]) -> Any:
+        """This case's state for an integration (``make()`` on first use)."""
+        value = self._extras.get(key)
+        if value is None:
+            value = self._extras[key] = make()
+        return value
 
     # ---- the task tree (keyed mode) ----------------------------------------------------
 

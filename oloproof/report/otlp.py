@@ -100,6 +100,8 @@ def case_spans(run_id: str, view: CaseView, verdicts: dict[str, tuple[str, str |
                   "oloproof.input": _json(view.input), "oloproof.metadata": _json(dict(view.metadata)),
                   "oloproof.output": _json(view.output) if view.output is not None else None,
                   "oloproof.terminal_status": view.trajectory.terminal_status if view.trajectory else "unknown",
+                  "oloproof.truncated": True if view.trajectory is not None and view.trajectory.truncated else None,
+                  "oloproof.step_limit": view.trajectory.step_limit if view.trajectory is not None else None,
                   "oloproof.constraints": _json([[c.name, c.passed, c.step_index] for c in view.trajectory.constraints])
                   if view.trajectory is not None and view.trajectory.constraints else None,
                   "oloproof.error": view.error, "oloproof.error_kind": view.error_kind}
