@@ -10,7 +10,7 @@ from oloproof.errors import UsageError
 #: example name -> folder under examples/ (shipped in the wheel as oloproof/_examples).
 EXAMPLES = {"stateful-agent": "stateful_agent", "support-agent": "support_agent",
             "triage-agents": "triage_agents", "release-gate": "release_gate",
-            "prefix-regression": "prefix_regression"}
+            "prefix-regression": "prefix_regression", "pydantic-ai-agent": "pydantic_ai_agent"}
 _SKIP = {"__pycache__", ".oloproof", ".pytest_cache"}
 
 
