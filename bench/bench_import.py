@@ -9,7 +9,8 @@ median and range of each:
 
 1. ``json``: ``json.loads`` of every line — the floor any importer pays;
 2. ``read``: :func:`oloproof.app.otel.read_traces` — parse, validate (every field located),
-   group by trace and map to steps, nothing stored;
+   group by trace, map to steps, encode each case's events and decode them once (what the log
+   will hold must read back), nothing stored;
 3. ``import disk`` / ``import tmpfs``: :func:`oloproof.app.otel.import_traces` into a fresh
    log (durability full) on disk and on /dev/shm (fsync free: only software cost shows):
    events, seal and projection rows;

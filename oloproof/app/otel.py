@@ -45,16 +45,17 @@ class ImportOutcome:
     digest: str
 
 
-def read_traces(files: list[Path]) -> tuple[list[ImportedCase], int]:
-    """Every file validated and mapped: the cases, in trace order of first appearance, and the
-    span count. Spans of one trace may be spread over lines and files."""
+def read_traces(files: list[Path], run_id: str = "check") -> tuple[list[tuple[ImportedCase, list[bytes], list[str]]], int]:
+    """Every file validated and mapped: the cases, in trace order of first appearance, each with
+    its stream's encoded events for run ``run_id`` (decoded once, so that what the log will hold
+    reads back), and the span count. Spans of one trace may be spread over lines and files."""
     traces: dict[str, list[Span]] = {}
     count = 0
     for path in files:
         for span in iter_spans(path):
             traces.setdefault(span.trace_id, []).append(span)
             count += 1
-    cases: list[ImportedCase] = []
+    cases: list[tuple[ImportedCase, list[bytes], list[str]]] = []
     seen: dict[str, str] = {}
     for spans in traces.values():
         for case in cases_of_trace(spans):
@@ -67,11 +68,11 @@ def read_traces(files: list[Path]) -> tuple[list[ImportedCase], int]:
             seen[case.case_id] = where
             try:
                 validate_steps(case.steps, case.case_id)
-                payloads, _ = _case_events("check", 0, case)
+                payloads, types = _case_events(run_id, len(cases), case)
                 decode_many(payloads)  # what the log will hold reads back: nothing half-usable is written
             except Exception as e:  # noqa: BLE001 - a trajectory the spans cannot make: located
                 raise CaseFileError(f"{where}: case {case.case_id!r}: {str(e)[:300]}") from None
-            cases.append(case)
+            cases.append((case, payloads, types))
     if not cases:
         raise CaseFileError(f"{', '.join(map(str, files))}: no spans")
     return cases, count
@@ -94,7 +95,9 @@ def import_traces(store: EventStore, files: list[Path], *, system: str | None = 
     from oloproof.app.projections import RunProjector
     from oloproof.app.run import latest_seal, new_run_id
 
-    cases, spans = read_traces(files)
+    run_id = new_run_id()
+    read, spans = read_traces(files, run_id)
+    cases = [c for c, _, _ in read]
     service = cases[0].service
     name = system or str(service.get("service.name") or "imported")
     version = version or str(service.get("service.version") or "imported")
@@ -106,18 +109,14 @@ def import_traces(store: EventStore, files: list[Path], *, system: str | None = 
                                       "records": [AGENT_TRAJECTORY_V1]},
                            "cases": labels[:200], "evaluators": []},
               "release": None, "imported": {"format": "otlp-json", "files": [str(p) for p in files]}}
-    run_id = new_run_id()
     started = RunStarted(run_id=run_id, system_name=name, system_version=version, records=[AGENT_TRAJECTORY_V1],
                          config=config, config_digest=hashlib.sha256(encode(config)).hexdigest(),
                          cases_path=labels[:200], suite_digest=digest.hexdigest(), case_count=len(cases),
                          started_at=clock(), previous_seal=latest_seal(store))
     store.commit([StreamAppend(run_id, 0, [encode(started)], [tag_of(started)])])
-    for start in range(0, len(cases), BATCH):
-        appends = []
-        for position, case in enumerate(cases[start:start + BATCH], start=start):
-            payloads, types = _case_events(run_id, position, case)
-            appends.append(StreamAppend(f"{run_id}/{case.case_id}", 0, payloads, types))
-        store.commit(appends)
+    for start in range(0, len(read), BATCH):
+        store.commit([StreamAppend(f"{run_id}/{case.case_id}", 0, payloads, types)
+                      for case, payloads, types in read[start:start + BATCH]])
     sealed = seal(store, run_id, case_count=len(cases), replay_streams=set(), clock=clock)
     projector = RunProjector(store)  # the derived rows, as a run writes them
     rows: dict[str, list[tuple]] = {}

@@ -60,10 +60,10 @@ class Span:
     error: str | None  # the status message (or "") when the span ended in error; None otherwise
     where: str
     resource: dict[str, Any] = field(default_factory=dict)
+    operation: str = ""
 
-    @property
-    def operation(self) -> str:
-        return operation_of(self.name, self.attributes)
+    def __post_init__(self) -> None:
+        self.operation = operation_of(self.name, self.attributes)
 
 
 def operation_of(name: str, attributes: Any) -> str:
@@ -85,18 +85,18 @@ def _fail(where: str, message: str) -> CaseFileError:
     return CaseFileError(f"{where}: {message}")
 
 
-def _id(value: Any, where: str, size: int, required: bool = True) -> str:
+def _id(value: Any, where: str, size: int, required: bool = True, field: str = "") -> str:
     """A trace or span id as lowercase hex: given as hex (OTLP/JSON) or base64 (protobuf JSON)."""
+    if type(value) is str and len(value) == 2 * size and _HEX.fullmatch(value):
+        return value.lower()  # the common case: no location string built
+    if field:
+        where = f"{where}.{field}"
     if value in (None, "") and not required:
         return ""
     if not isinstance(value, str) or not value:
         raise _fail(where, f"expected an id (hex or base64 text), got {quoted(value)}")
-    if len(value) == 2 * size:
-        try:
-            bytes.fromhex(value)
-            return value.lower()
-        except ValueError:
-            pass
+    if len(value) == 2 * size and _HEX.fullmatch(value):
+        return value.lower()
     try:
         raw = base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError):
@@ -104,6 +104,14 @@ def _id(value: Any, where: str, size: int, required: bool = True) -> str:
     if len(raw) != size:
         raise _fail(where, f"{quoted(value)} is not a {size}-byte id (hex or base64)")
     return raw.hex()
+
+
+def _time(value: Any, where: str, field: str) -> int:
+    if type(value) is int:
+        return value
+    if type(value) is str and _INT.fullmatch(value):
+        return int(value)
+    return _int(value, f"{where}.{field}")
 
 
 def _int(value: Any, where: str) -> int:
@@ -117,6 +125,7 @@ def _int(value: Any, where: str) -> int:
 
 
 _INT = re.compile(r"-?[0-9]{1,25}")
+_HEX = re.compile(r"[0-9a-fA-F]+")
 
 
 def any_value(v: Any, where: str, depth: int = 0) -> Any:
@@ -172,10 +181,21 @@ def attributes(items: Any, where: str, depth: int = 0) -> dict[str, Any]:
         raise _fail(where, f"attributes must be a list of {{key, value}}, got {quoted(items)}")
     out = {}
     for i, kv in enumerate(items):
-        at = f"{where}[{i}]"
-        if not isinstance(kv, dict) or not isinstance(kv.get("key"), str):
-            raise _fail(at, f"an attribute is {{key, value}} with a text key, got {quoted(kv)}")
-        out[kv["key"]] = any_value(kv.get("value", {}), f"{at}.value", depth)
+        key = kv.get("key") if type(kv) is dict else None
+        if type(key) is not str:
+            raise _fail(f"{where}[{i}]", f"an attribute is {{key, value}} with a text key, got {quoted(kv)}")
+        value = kv.get("value")
+        # the common case first, with no location string built: one text, one boolean
+        if type(value) is dict and len(value) == 1:
+            text = value.get("stringValue")
+            if type(text) is str:
+                out[key] = text
+                continue
+            flag = value.get("boolValue")
+            if type(flag) is bool:
+                out[key] = flag
+                continue
+        out[key] = any_value(value if value is not None else {}, f"{where}[{i}].value", depth)
     return out
 
 
@@ -198,14 +218,14 @@ def _span(raw: Any, where: str, resource: dict[str, Any]) -> Span:
     if not isinstance(name, str):
         raise _fail(f"{where}.name", f"expected text, got {quoted(name)}")
     return Span(
-        trace_id=_id(raw.get("traceId"), f"{where}.traceId", 16),
-        span_id=_id(raw.get("spanId"), f"{where}.spanId", 8),
-        parent_id=_id(raw.get("parentSpanId"), f"{where}.parentSpanId", 8, required=False),
+        trace_id=_id(raw.get("traceId"), where, 16, field="traceId"),
+        span_id=_id(raw.get("spanId"), where, 8, field="spanId"),
+        parent_id=_id(raw.get("parentSpanId"), where, 8, required=False, field="parentSpanId"),
         name=name,
-        start=_int(raw.get("startTimeUnixNano", 0), f"{where}.startTimeUnixNano"),
-        end=_int(raw.get("endTimeUnixNano", 0), f"{where}.endTimeUnixNano"),
-        attributes=attributes(raw.get("attributes"), f"{where}.attributes"),
-        error=_status_error(raw.get("status"), f"{where}.status"),
+        start=_time(raw.get("startTimeUnixNano", 0), where, "startTimeUnixNano"),
+        end=_time(raw.get("endTimeUnixNano", 0), where, "endTimeUnixNano"),
+        attributes=attributes(raw.get("attributes"), f"{where}.attributes") if raw.get("attributes") else {},
+        error=_status_error(raw.get("status"), f"{where}.status") if raw.get("status") else None,
         where=where,
         resource=resource,
     )
