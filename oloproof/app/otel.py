@@ -45,7 +45,7 @@ class ImportOutcome:
     digest: str
 
 
-def read_traces(files: list[Path], run_id: str = "check") -> tuple[list[tuple[ImportedCase, list[bytes], list[str]]], int]:
+def read_traces(files: list[Path], run_id: str = "check") -> tuple[list[tuple[ImportedCase, str, list[bytes], list[str]]], int]:
     """Every file validated and mapped: the cases, in trace order of first appearance, each with
     its stream's encoded events for run ``run_id`` (decoded once, so that what the log will hold
     reads back), and the span count. Spans of one trace may be spread over lines and files."""
@@ -55,7 +55,7 @@ def read_traces(files: list[Path], run_id: str = "check") -> tuple[list[tuple[Im
         for span in iter_spans(path):
             traces.setdefault(span.trace_id, []).append(span)
             count += 1
-    cases: list[tuple[ImportedCase, list[bytes], list[str]]] = []
+    cases: list[tuple[ImportedCase, str, list[bytes], list[str]]] = []
     seen: dict[str, str] = {}
     for spans in traces.values():
         for case in cases_of_trace(spans):
@@ -68,19 +68,19 @@ def read_traces(files: list[Path], run_id: str = "check") -> tuple[list[tuple[Im
             seen[case.case_id] = where
             try:
                 validate_steps(case.steps, case.case_id)
-                payloads, types = _case_events(run_id, len(cases), case)
+                fingerprint = case_fingerprint(case.input, None, {})
+                payloads, types = _case_events(run_id, len(cases), case, fingerprint)
                 decode_many(payloads)  # what the log will hold reads back: nothing half-usable is written
             except Exception as e:  # noqa: BLE001 - a trajectory the spans cannot make: located
                 raise CaseFileError(f"{where}: case {case.case_id!r}: {str(e)[:300]}") from None
-            cases.append((case, payloads, types))
+            cases.append((case, fingerprint, payloads, types))
     if not cases:
         raise CaseFileError(f"{', '.join(map(str, files))}: no spans")
     return cases, count
 
 
-def _case_events(run_id: str, position: int, case: ImportedCase) -> tuple[list[bytes], list[str]]:
-    started = CaseStarted(run_id, case.case_id, position,
-                          case_fingerprint(case.input, None, {}), case.input, None, {}, case.metadata)
+def _case_events(run_id: str, position: int, case: ImportedCase, fingerprint: str) -> tuple[list[bytes], list[str]]:
+    started = CaseStarted(run_id, case.case_id, position, fingerprint, case.input, None, {}, case.metadata)
     events: list[Any] = [started, *case.steps, *case.constraints, *case.usage,
                          TrajectoryRecorded(case.terminal_status, case.truncated, case.step_limit, len(case.steps)),
                          CaseFinished(case.output if isinstance(case.output, dict) or case.output is None
@@ -97,13 +97,13 @@ def import_traces(store: EventStore, files: list[Path], *, system: str | None = 
 
     run_id = new_run_id()
     read, spans = read_traces(files, run_id)
-    cases = [c for c, _, _ in read]
+    cases = [c for c, _, _, _ in read]
     service = cases[0].service
     name = system or str(service.get("service.name") or "imported")
     version = version or str(service.get("service.version") or "imported")
     digest = hashlib.sha256()
-    for c in cases:
-        digest.update(f"{c.case_id}\x00{case_fingerprint(c.input, None, {})}\n".encode())
+    for c, fingerprint, _, _ in read:
+        digest.update(f"{c.case_id}\x00{fingerprint}\n".encode())
     labels = ", ".join(p.name for p in files)
     config = {"oloproof": {"system": {"name": name, "version": version, "callable": "oloproof:imported",
                                       "records": [AGENT_TRAJECTORY_V1]},
@@ -116,7 +116,7 @@ def import_traces(store: EventStore, files: list[Path], *, system: str | None = 
     store.commit([StreamAppend(run_id, 0, [encode(started)], [tag_of(started)])])
     for start in range(0, len(read), BATCH):
         store.commit([StreamAppend(f"{run_id}/{case.case_id}", 0, payloads, types)
-                      for case, payloads, types in read[start:start + BATCH]])
+                      for case, _, payloads, types in read[start:start + BATCH]])
     sealed = seal(store, run_id, case_count=len(cases), replay_streams=set(), clock=clock)
     projector = RunProjector(store)  # the derived rows, as a run writes them
     rows: dict[str, list[tuple]] = {}
