@@ -294,3 +294,23 @@ def test_a_file_given_twice_is_refused_not_doubled(cli, tmp_path):
     path = t.write(tmp_path / "once.jsonl")
     r = cli("import", "otel", str(path), str(path), cwd=tmp_path)
     assert r.exit_code == 2 and "appears twice in trace" in r.output
+
+
+def test_an_import_killed_before_its_seal_is_incomplete_and_says_to_import_again(cli, tmp_path, monkeypatch):
+    t = Traces()
+    refund_traces(t, 2)
+    path = t.write(tmp_path / "traces.jsonl")
+    import oloproof.app.audit as audit
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt  # the process dies after the cases, before the seal
+
+    monkeypatch.setattr(audit, "seal", killed)
+    assert cli("import", "otel", str(path), cwd=tmp_path).exit_code == 130  # interrupted
+    monkeypatch.undo()
+    r = cli("audit", "verify", cwd=tmp_path)
+    assert r.exit_code == 1
+    text = " ".join(r.output.split())
+    assert "INCOMPLETE run" in text and f"oloproof import otel {path}" in text and "--resume" not in text
+    r = cli("gate", "latest", cwd=tmp_path)
+    assert "INCOMPLETE RUN" in r.output and "the gate cannot pass" in r.output

@@ -93,6 +93,9 @@ def is_prefix_run(started: Any) -> bool:
 
 def resume_command(started: Any) -> str:
     """The command that finishes an interrupted run."""
+    if (started.config or {}).get("imported"):  # an import is all or nothing: run it again
+        files = " ".join((started.config["imported"].get("files") or [])[:3])
+        return f"oloproof import otel {files}".rstrip() + " (an interrupted import is imported again, not resumed)"
     command = "oloproof prefix run" if is_prefix_run(started) else "oloproof run"
     return f"{command} --resume {started.run_id}"
 
