@@ -3,21 +3,20 @@
 
 A generated OTLP JSON file (the Collector's file-exporter format: one ExportTraceServiceRequest
 per line, 100 traces a line, hex ids): each trace an ``invoke_agent`` span with a chat span,
-eight tool spans (arguments and results as JSON text), one unmapped span, usage and output
-messages — 20 spans. Interleaved rounds (each round times every measure once, in turn);
-median and range of each:
+eight tool spans (arguments and results as JSON text), one unmapped span, nine HTTP spans,
+usage and output messages — 20 spans. Interleaved rounds (each round times every measure once,
+in turn); median and range of each:
 
-1. ``json``: ``json.loads`` of every line — the floor any importer pays;
-2. ``read``: :func:`oloproof.app.otel.read_traces` — parse, validate (every field located),
-   group by trace, map to steps, encode each case's events and decode them once (what the log
-   will hold must read back), nothing stored;
-3. ``import disk`` / ``import tmpfs``: :func:`oloproof.app.otel.import_traces` into a fresh
-   log (durability full) on disk and on /dev/shm (fsync free: only software cost shows):
-   events, seal and projection rows;
+1. ``json``: ``json.loads`` of every line, as the interpreter runs it by default — the floor
+   any importer pays, and the baseline of the ratios; ``json (gc off)``: the same with the
+   cyclic garbage collector paused, as the importer runs (for a fair reading of the ratio);
+2. ``import disk`` / ``import tmpfs``: :func:`oloproof.app.otel.import_traces` into a fresh
+   log (durability full) on disk and on /dev/shm (fsync free: only software cost shows) —
+   everything: both passes over the file, validation, mapping, the events encoded, decoded
+   back and chained, the projection rows, the seal, in one transaction.
 
-and the peak of Python allocations (tracemalloc) of ``read`` at 2,000 and at 10,000 traces:
-today's importer holds every span of the files in memory until they are mapped (a trace's
-spans may come on any line), so this grows with the file — the figure says how much.
+Memory: the peak resident size of a fresh process importing 2,000 and 10,000 traces (and
+the peak of Python allocations, tracemalloc) — flat means the second is not 5× the first.
 
     python bench/bench_import.py [--traces 10000] [--rounds 5]     (about 2 minutes)
 """
@@ -90,20 +89,21 @@ def make_file(path: Path, traces: int, per_line: int = 100) -> int:
     return spans
 
 
-def t_json(path: Path) -> float:
-    start = time.perf_counter()
-    with path.open("rb") as f:
-        for line in f:
-            json.loads(line)
-    return time.perf_counter() - start
+def t_json(path: Path, collect: bool = True) -> float:
+    import gc
 
-
-def t_read(path: Path) -> float:
-    from oloproof.app.otel import read_traces
-
-    start = time.perf_counter()
-    read_traces([path])
-    return time.perf_counter() - start
+    enabled = gc.isenabled()
+    if not collect:
+        gc.disable()
+    try:
+        start = time.perf_counter()
+        with path.open("rb") as f:
+            for line in f:
+                json.loads(line)
+        return time.perf_counter() - start
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def t_import(path: Path, where: Path) -> float:
@@ -113,20 +113,39 @@ def t_import(path: Path, where: Path) -> float:
     with tempfile.TemporaryDirectory(dir=where) as d:
         store = SQLiteStore(Path(d) / "log.db")
         start = time.perf_counter()
-        import_traces(store, [path], clock=lambda: "2026-12-01T00:00:00Z")
+        out = import_traces(store, [path], clock=lambda: "2026-12-01T00:00:00Z")
         elapsed = time.perf_counter() - start
+        assert out.spans == 20 * out.cases, out  # every span read, every trace a case
         store.close()
     return elapsed
 
 
-def peak(path: Path) -> int:
-    from oloproof.app.otel import read_traces
+_MEMORY = """
+import resource, sys, tempfile, tracemalloc
+from pathlib import Path
+sys.path.insert(0, sys.argv[3])
+from oloproof.app.otel import import_traces
+from oloproof.store import SQLiteStore
+with tempfile.TemporaryDirectory(dir=sys.argv[2]) as d:
+    store = SQLiteStore(Path(d) / "log.db")
+    if sys.argv[4] == "trace":
+        tracemalloc.start()
+    import_traces(store, [Path(sys.argv[1])], clock=lambda: "2026-12-01T00:00:00Z")
+    peak = tracemalloc.get_traced_memory()[1] if sys.argv[4] == "trace" else 0
+    store.close()
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, peak)
+"""
 
-    tracemalloc.start()
-    read_traces([path])
-    _, top = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    return top
+
+def memory(path: Path, where: Path, how: str) -> int:
+    """Peak resident bytes (``rss``) or peak Python allocations (``trace``) of a fresh process
+    importing ``path``."""
+    import subprocess
+
+    root = str(Path(__file__).resolve().parents[1])
+    out = subprocess.run([sys.executable, "-c", _MEMORY, str(path), str(where), root, how],
+                         check=True, capture_output=True, text=True).stdout.split()
+    return int(out[0]) if how == "rss" else int(out[1])
 
 
 def main() -> None:
@@ -147,17 +166,19 @@ def main() -> None:
         samples: dict[str, list[float]] = {}
         for _ in range(args.rounds):
             samples.setdefault("json", []).append(t_json(path))
-            samples.setdefault("read", []).append(t_read(path))
+            samples.setdefault("json (gc off)", []).append(t_json(path, collect=False))
             for name, where in places.items():
                 samples.setdefault(f"import {name}", []).append(t_import(path, where))
         base = statistics.median(samples["json"])
         for name, xs in samples.items():
             m = statistics.median(xs)
             print(f"{name:14s} median {m:7.3f} s  [{min(xs):.3f}, {max(xs):.3f}]  "
-                  f"{args.traces / m:9,.0f} traces/s  {m / base:5.1f}× json")
-        a, b = peak(small), peak(path)
-        print(f"peak Python allocations of read: {a / 1e6:.0f} MB at {args.traces // 5:,} traces, "
-              f"{b / 1e6:.0f} MB at {args.traces:,} ({b / max(a, 1):.1f}×: not flat)")
+                  f"{args.traces / m:9,.0f} traces/s  {m / base:5.2f}× json")
+        where = places.get("tmpfs", places["disk"])
+        for how, label in (("rss", "peak resident size"), ("trace", "peak Python allocations")):
+            a, b = memory(small, where, how), memory(path, where, how)
+            print(f"{label} of an import: {a / 1e6:.0f} MB at {args.traces // 5:,} traces, "
+                  f"{b / 1e6:.0f} MB at {args.traces:,} ({b / max(a, 1):.2f}×)")
 
 
 if __name__ == "__main__":

@@ -10,13 +10,15 @@ agent instrumented with OpenTelemetry is recorded without any ``@tool``::
     provider = TracerProvider()
     provider.add_span_processor(OloproofSpanProcessor())
     Agent.instrument_all(InstrumentationSettings(tracer_provider=provider))   # Pydantic AI
+    LangChainInstrumentor().instrument(tracer_provider=provider)              # LangGraph (OpenInference)
 
 The mapping is the importer's (docs/otel.md): a tool span → its ``tool_call`` and
 ``tool_result`` when it ends; a model span → a ``decision`` (and its token usage); a nested
 agent invocation → a ``handoff`` to it and back; the outermost invocation's answer → the
-``final`` step. A span outside any case is ignored, and so is one ended in a thread the case
-did not hand its context to (a ``ThreadPoolExecutor`` does not: run such work with
-``contextvars.copy_context().run``). Needs the ``otel`` extra
+``final`` step (for LangChain, whose spans get their kind only when they end: the answer of the
+case's outermost run, a LangGraph graph's). A span outside any case is ignored, and so is one
+ended in a thread the case did not hand its context to (a ``ThreadPoolExecutor`` does not: run
+such work with ``contextvars.copy_context().run``). Needs the ``otel`` extra
 (``pip install 'oloproof[otel]'``). Do not also wrap the same tools with ``@tool``: each call
 would be recorded twice.
 """
@@ -37,26 +39,46 @@ from oloproof.config.otlp import (
     json_or_text,
     message_text,
     model_step,
-    operation_of,
     model_usage,
+    operation_of,
     tool_call_step,
+    tool_calls_of,
     tool_result_step,
 )
 from oloproof.system import _CURRENT
 
 __all__ = ["OloproofSpanProcessor"]
 
+
+def _attributes(span: Any) -> Any:
+    """A span's attributes as a plain dict. The SDK's ``span.attributes`` is a read-only view
+    of its ``BoundedAttributes``: ``dict()`` of it, or ``.get()`` of a missing key, goes key by
+    key through Python methods (a few µs a span); its ``copy()`` is the C dict copy."""
+    a = span.attributes
+    if a is None:
+        return {}
+    try:
+        a = a.copy()
+    except AttributeError:  # a mapping without copy()
+        pass
+    return a if type(a) is dict else dict(a)
+
+
 class _CaseState:
     """What the processor knows of one case: the agents invoked and not yet returned
     (innermost last), the last agent seen, and whether steps name their agent (decided by the
-    first step: every step names one, or none does)."""
+    first step: every step names one, or none does); the spans started in the case and not
+    yet ended (id → whether it was an agent invocation entered); the tool calls the last model
+    decision asked for."""
 
-    __slots__ = ("agents", "last", "named")
+    __slots__ = ("agents", "calls", "last", "named", "open")
 
     def __init__(self) -> None:
         self.agents: list[str] = []
         self.last: str | None = None
         self.named: bool | None = None
+        self.open: dict[int, bool] = {}
+        self.calls: list[tuple[str, dict[str, Any]]] = []
 
     def agent(self) -> str | None:
         current = self.agents[-1] if self.agents else self.last
@@ -76,10 +98,12 @@ class OloproofSpanProcessor(SpanProcessor):
         rec = _CURRENT.get()
         if rec is None:
             return
-        a = span.attributes or {}
-        if operation_of(span.name, a) not in AGENT_OPS:
-            return
+        a = _attributes(span)
         state = self._state(rec)
+        entered = operation_of(span.name, a) in AGENT_OPS
+        state.open[span.context.span_id] = entered
+        if not entered:
+            return
         name = a.get("gen_ai.agent.name")
         name = name if isinstance(name, str) and name else (state.agents[-1] if state.agents else "agent")
         if state.agents and name != state.agents[-1]:
@@ -91,23 +115,26 @@ class OloproofSpanProcessor(SpanProcessor):
         rec = _CURRENT.get()
         if rec is None:
             return
-        a = dict(span.attributes or {})
+        a = _attributes(span)
         op = operation_of(span.name, a)
         state = self._state(rec)
+        entered = state.open.pop(span.context.span_id, False)
         if op in TOOL_OPS:
             error = None
             if span.status is not None and span.status.status_code == StatusCode.ERROR:
                 error = span.status.description or ""
             agent = state.agent()
-            rec.step(**tool_call_step(span.name, a), agent=agent)
+            rec.step(**tool_call_step(span.name, a, state.calls), agent=agent)
             rec.step(**tool_result_step(span.name, a, error), agent=agent)
         elif op in MODEL_OPS:
-            rec.step(**model_step(a), agent=state.agent())
+            step = model_step(a)
+            rec.step(**step, agent=state.agent())
+            state.calls = tool_calls_of(step["result"])
             usage = model_usage(a, span.start_time or 0, span.end_time or 0, 0)
             if usage is not None:
                 rec.usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
                           latency_ms=usage.latency_ms, model=usage.model)
-        elif op in AGENT_OPS and state.agents:
+        elif op in AGENT_OPS and entered and state.agents:
             agent = state.agent()
             child = state.agents.pop()
             if state.agents:
@@ -117,6 +144,14 @@ class OloproofSpanProcessor(SpanProcessor):
             final = first_of(a, *FINAL_KEYS)
             if final is not None:
                 rec.final(message_text(json_or_text(final)), agent=agent)
+        elif op in AGENT_OPS + ("chain",) and not state.agents and (
+                span.parent is None or span.parent.span_id not in state.open):
+            # the outermost run of the case, its kind known only when it ended (OpenInference's
+            # LangChain spans: a LangGraph graph is a CHAIN): its answer is the final step; the
+            # graph's nodes (an ``agent`` node is an AGENT by its name) are no invocations
+            final = first_of(a, *FINAL_KEYS)
+            if final is not None:
+                rec.final(message_text(json_or_text(final)), agent=state.agent())
 
     def shutdown(self) -> None:
         pass

@@ -60,6 +60,29 @@ class TestContract:
         assert [r["case_id"] for r in store.projection("cases", status="error")] == ["b"]
         assert store.count("cases", run_id="r1") == 2
 
+    def test_a_transaction_keeps_every_commit_or_none(self, store):
+        store.commit([batch("r/a", 0, 1)])
+        with pytest.raises(RuntimeError):
+            with store.transaction():
+                store.commit([batch("r/b", 0, 2)], {"runs": [("r", "s", "v", "t", 1, "incomplete", None, "k")]})
+                store.commit([batch("r/a", 1, 1)])
+                assert store.stream_length("r/b") == 2 and store.heads("r/")["r/a"][0] == 2  # seen inside
+                raise RuntimeError("killed")
+        assert store.stream_length("r/b") == 0 and store.stream_length("r/a") == 1 and store.projection("runs") == []
+        with store.transaction():
+            store.commit([batch("r/b", 0, 2)])
+            store.commit([batch("r/b", 2, 1)], {"runs": [("r", "s", "v", "t", 1, "complete", None, "k")]})
+        assert store.stream_length("r/b") == 3 and store.projection("runs")[0]["status"] == "complete"
+        assert store.verify().ok
+
+    def test_a_duplicate_inside_a_transaction_rolls_all_of_it_back(self, store):
+        store.commit([batch("r/a", 0, 1)])
+        with pytest.raises(DuplicateEventError):
+            with store.transaction():
+                store.commit([batch("r/b", 0, 1)])
+                store.commit([batch("r/a", 0, 1)])
+        assert store.stream_length("r/b") == 0 and store.verify().ok
+
     def test_verify_ok_on_a_fresh_log(self, store):
         store.commit([batch("r/a", 0, 5), batch("r/b", 0, 1)])
         report = store.verify()
@@ -95,6 +118,22 @@ def test_sqlite_detects_a_tampered_event(tmp_path):
     report = s.verify()
     assert [(p.stream, p.seq) for p in report.problems] == [("r/a", 2)]
     s.close()
+
+
+def test_readers_see_nothing_of_an_open_transaction(tmp_path):
+    writer = SQLiteStore(tmp_path / "log.db")
+    reader = SQLiteStore(tmp_path / "log.db", readonly=True)
+    try:
+        with writer.transaction():
+            writer.commit([batch("r/a", 0, 2)])
+            assert reader.stream_length("r/a") == 0  # not before the transaction ends
+            with pytest.raises(Exception, match="already open"):
+                with writer.transaction():
+                    pass
+        assert reader.stream_length("r/a") == 2
+    finally:
+        writer.close()
+        reader.close()
 
 
 def test_sqlite_is_wal_and_full_sync(tmp_path):

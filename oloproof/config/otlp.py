@@ -7,7 +7,8 @@ strings. Every problem is located (``traces.jsonl:3: resourceSpans[0].scopeSpans
 .attributes[1]: …``) and raised as :class:`~oloproof.errors.CaseFileError` (exit code 2).
 
 **The mapping** (docs/otel.md has the table). A trace holds one case per agent invocation —
-an ``invoke_agent`` span with no ``invoke_agent`` above it — or is one case when it has none.
+an ``invoke_agent`` span with no ``invoke_agent`` above it, or the trace's outermost span when
+it is an OpenInference ``CHAIN`` (a LangGraph graph's run) — or is one case when it has none.
 The spans under it become steps, in start order:
 
 * ``execute_tool`` (GenAI: ``gen_ai.tool.name``, ``gen_ai.tool.call.arguments``,
@@ -28,6 +29,7 @@ and are read back exactly (export then import gives the same trajectory).
 
 from __future__ import annotations
 
+import ast
 import base64
 import binascii
 import re
@@ -48,22 +50,30 @@ AGENT_OPS = ("invoke_agent",)
 _OI_KIND = "openinference.span.kind"
 
 
-@dataclass
 class Span:
-    trace_id: str
-    span_id: str
-    parent_id: str
-    name: str
-    start: int
-    end: int
-    attributes: dict[str, Any]
-    error: str | None  # the status message (or "") when the span ended in error; None otherwise
-    where: str
-    resource: dict[str, Any] = field(default_factory=dict)
-    operation: str = ""
+    """One span, validated. ``where`` (its location in the files) is formatted only when an
+    error needs it."""
 
-    def __post_init__(self) -> None:
-        self.operation = operation_of(self.name, self.attributes)
+    __slots__ = ("trace_id", "span_id", "parent_id", "name", "start", "end", "attributes", "error", "resource",
+                 "operation", "_at")
+
+    def __init__(self, trace_id: str, span_id: str, parent_id: str, name: str, start: int, end: int,
+                 attributes: dict[str, Any], error: str | None, where: str | tuple[str, int, int, int, int],
+                 resource: dict[str, Any] | None = None) -> None:
+        self.trace_id, self.span_id, self.parent_id, self.name = trace_id, span_id, parent_id, name
+        self.start, self.end, self.attributes = start, end, attributes
+        self.error = error  # the status message (or "") when the span ended in error; None otherwise
+        self.resource = resource if resource is not None else {}
+        self._at = where
+        self.operation = operation_of(name, attributes)
+
+    @property
+    def where(self) -> str:
+        at = self._at
+        if isinstance(at, str):
+            return at
+        label, line, r, s, k = at
+        return f"{label}:{line}: resourceSpans[{r}].scopeSpans[{s}].spans[{k}]"
 
 
 def operation_of(name: str, attributes: Any) -> str:
@@ -241,8 +251,195 @@ def _list(obj: Any, key: str, where: str) -> list[Any]:
 _DECODE = msgspec.json.Decoder()
 
 
-def iter_spans(path: Path) -> Iterator[Span]:
-    """Every span of an OTLP JSON file, in file order, validated (located errors)."""
+def _slow_line(line: bytes, at: str) -> list[Span]:
+    """Every span of one line, each field checked with its location in the message."""
+    if json_nests_deeper(line, 4 * MAX_NESTING):
+        raise _fail(at, f"nested deeper than {4 * MAX_NESTING} levels")
+    try:
+        request = _DECODE.decode(line)
+    except msgspec.DecodeError as e:
+        raise _fail(at, f"malformed JSON ({e}); a trace file holds one ExportTraceServiceRequest "
+                        "(OTLP JSON) per line") from None
+    if not isinstance(request, dict) or "resourceSpans" not in request:
+        raise _fail(at, "expected an ExportTraceServiceRequest object with resourceSpans")
+    out = []
+    for r, rs in enumerate(_list(request, "resourceSpans", at)):
+        where_r = f"{at}: resourceSpans[{r}]"
+        if not isinstance(rs, dict):
+            raise _fail(where_r, f"a resourceSpans entry is an object, got {quoted(rs)}")
+        res = rs.get("resource") or {}
+        if not isinstance(res, dict):
+            raise _fail(f"{where_r}.resource", f"expected an object, got {quoted(res)}")
+        resource = attributes(res.get("attributes"), f"{where_r}.resource.attributes")
+        for s, ss in enumerate(_list(rs, "scopeSpans", where_r)):
+            where_s = f"{where_r}.scopeSpans[{s}]"
+            for k, raw in enumerate(_list(ss, "spans", where_s)):
+                out.append(_span(raw, f"{where_s}.spans[{k}]", resource))
+    return out
+
+
+# The fast path: the same checks, on typed structures msgspec decodes in C. Anything it does not
+# accept at once (another shape, base64 ids, a bad value) is read again by the slow path, which
+# gives the same spans or the located error: the fast path never decides an error itself.
+
+class _Slow(Exception):
+    pass
+
+
+class _AnyValue(msgspec.Struct, gc=False, forbid_unknown_fields=True):
+    stringValue: Any = None
+    boolValue: Any = None
+    intValue: Any = None
+    doubleValue: Any = None
+    arrayValue: Any = None
+    kvlistValue: Any = None
+    bytesValue: Any = None
+
+
+class _KeyValue(msgspec.Struct, gc=False):
+    key: str
+    value: _AnyValue | None = None
+
+
+class _FastSpan(msgspec.Struct, gc=False):
+    traceId: str
+    spanId: str
+    name: str = ""
+    parentSpanId: str | None = None
+    startTimeUnixNano: int | str = 0
+    endTimeUnixNano: int | str = 0
+    attributes: list[_KeyValue] | None = None
+    status: dict[str, Any] | None = None
+
+
+class _FastScope(msgspec.Struct, gc=False):
+    spans: list[_FastSpan] = []
+
+
+class _FastResource(msgspec.Struct, gc=False):
+    attributes: list[_KeyValue] | None = None
+
+
+class _FastResourceSpans(msgspec.Struct, gc=False):
+    resource: _FastResource | None = None
+    scopeSpans: list[_FastScope] = []
+
+
+class _FastRequest(msgspec.Struct, gc=False):
+    resourceSpans: list[_FastResourceSpans]
+
+
+class _IdSpan(msgspec.Struct, gc=False):
+    traceId: str
+
+
+class _IdScope(msgspec.Struct, gc=False):
+    spans: list[_IdSpan] = []
+
+
+class _IdResourceSpans(msgspec.Struct, gc=False):
+    scopeSpans: list[_IdScope] = []
+
+
+class _IdRequest(msgspec.Struct, gc=False):
+    resourceSpans: list[_IdResourceSpans]
+
+
+_FAST = msgspec.json.Decoder(_FastRequest)
+_IDS = msgspec.json.Decoder(_IdRequest)
+_FAST_ERRORS = (_Slow, msgspec.DecodeError, RecursionError, ValueError)
+
+
+def _hex(value: str, size: int) -> str:
+    if len(value) != size or not value.isalnum():
+        raise _Slow
+    bytes.fromhex(value)  # ValueError when it is not hex: the slow path (base64?) decides
+    return value.lower()
+
+
+def _fast_time(value: int | str) -> int:
+    if type(value) is int:
+        return value
+    if len(value) <= 25 and value.isdigit() and value.isascii():
+        return int(value)
+    raise _Slow
+
+
+def _fast_attributes(items: list[_KeyValue] | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if not items:
+        return out
+    for kv in items:
+        v = kv.value
+        if v is None:
+            out[kv.key] = None
+            continue
+        text, flag = v.stringValue, v.boolValue
+        rest = v.intValue is None and v.doubleValue is None and v.arrayValue is None \
+            and v.kvlistValue is None and v.bytesValue is None
+        if rest and type(text) is str and flag is None:
+            out[kv.key] = text
+        elif rest and type(flag) is bool and text is None:
+            out[kv.key] = flag
+        elif text is None and flag is None and v.doubleValue is None and v.arrayValue is None \
+                and v.kvlistValue is None and v.bytesValue is None:
+            number = v.intValue  # OTLP JSON writes 64-bit integers as text
+            if type(number) is int:
+                out[kv.key] = number
+            elif type(number) is str and _INT.fullmatch(number):
+                out[kv.key] = int(number)
+            else:
+                raise _Slow
+        else:
+            raise _Slow  # another kind of value (or not one value): the slow path reads it
+    return out
+
+
+def _fast_line(line: bytes, label: str, number: int) -> list[Span]:
+    request = _FAST.decode(line)
+    out = []
+    traces: dict[str, str] = {}  # the spans of a line share a few trace ids: each checked once
+    for r, rs in enumerate(request.resourceSpans):
+        resource = _fast_attributes(rs.resource.attributes) if rs.resource is not None else {}
+        for s, ss in enumerate(rs.scopeSpans):
+            for k, raw in enumerate(ss.spans):
+                status = raw.status
+                parent = raw.parentSpanId
+                trace = traces.get(raw.traceId)
+                if trace is None:
+                    trace = traces[raw.traceId] = _hex(raw.traceId, 32)
+                out.append(Span(
+                    trace, _hex(raw.spanId, 16), _hex(parent, 16) if parent else "", raw.name,
+                    _fast_time(raw.startTimeUnixNano), _fast_time(raw.endTimeUnixNano),
+                    _fast_attributes(raw.attributes),
+                    _status_error(status, "") if status else None, (label, number, r, s, k), resource))
+    return out
+
+
+def line_spans(line: bytes, label: str, number: int) -> list[Span]:
+    """Every span of one line of an OTLP JSON file, validated (located errors)."""
+    try:
+        return _fast_line(line, label, number)
+    except _FAST_ERRORS:
+        return _slow_line(line, f"{label}:{number}")
+
+
+def line_trace_ids(line: bytes, label: str, number: int) -> list[str]:
+    """The trace ids of the spans of one line, each once (cheap: nothing else is decoded)."""
+    try:
+        traces: dict[str, str] = {}
+        for rs in _IDS.decode(line).resourceSpans:
+            for ss in rs.scopeSpans:
+                for span in ss.spans:
+                    if span.traceId not in traces:
+                        traces[span.traceId] = _hex(span.traceId, 32)
+        return list(traces.values())
+    except _FAST_ERRORS:
+        return list(dict.fromkeys(span.trace_id for span in _slow_line(line, f"{label}:{number}")))
+
+
+def iter_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """The numbered, non-blank lines of a trace file (errors name the file)."""
     label = str(path)
     try:
         fh = path.open("rb")
@@ -254,30 +451,58 @@ def iter_spans(path: Path) -> Iterator[Span]:
         raise CaseFileError(f"{label}: cannot read ({e.strerror})") from None
     with fh:
         for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            at = f"{label}:{number}"
-            if json_nests_deeper(line, 4 * MAX_NESTING):
-                raise _fail(at, f"nested deeper than {4 * MAX_NESTING} levels")
-            try:
-                request = _DECODE.decode(line)
-            except msgspec.DecodeError as e:
-                raise _fail(at, f"malformed JSON ({e}); a trace file holds one ExportTraceServiceRequest "
-                                "(OTLP JSON) per line") from None
-            if not isinstance(request, dict) or "resourceSpans" not in request:
-                raise _fail(at, "expected an ExportTraceServiceRequest object with resourceSpans")
-            for r, rs in enumerate(_list(request, "resourceSpans", at)):
-                where_r = f"{at}: resourceSpans[{r}]"
-                if not isinstance(rs, dict):
-                    raise _fail(where_r, f"a resourceSpans entry is an object, got {quoted(rs)}")
-                res = rs.get("resource") or {}
-                if not isinstance(res, dict):
-                    raise _fail(f"{where_r}.resource", f"expected an object, got {quoted(res)}")
-                resource = attributes(res.get("attributes"), f"{where_r}.resource.attributes")
-                for s, ss in enumerate(_list(rs, "scopeSpans", where_r)):
-                    where_s = f"{where_r}.scopeSpans[{s}]"
-                    for k, raw in enumerate(_list(ss, "spans", where_s)):
-                        yield _span(raw, f"{where_s}.spans[{k}]", resource)
+            if line.strip():
+                yield number, line
+
+
+def iter_spans(path: Path) -> Iterator[Span]:
+    """Every span of an OTLP JSON file, in file order, validated (located errors)."""
+    label = str(path)
+    for number, line in iter_lines(path):
+        yield from line_spans(line, label, number)
+
+
+def iter_traces(files: list[Path]) -> Iterator[list[Span]]:
+    """Every trace of ``files`` (its spans may be spread over lines and files), in the order
+    of their first span, each as soon as its last line is read and the traces before it are
+    done: a first pass reads only the trace ids (where each trace ends), so only the traces
+    still open are held in memory, never the whole files."""
+    first: dict[str, int] = {}
+    last: dict[str, tuple[int, int]] = {}
+    for f, path in enumerate(files):
+        label = str(path)
+        for number, line in iter_lines(path):
+            for trace in line_trace_ids(line, label, number):
+                if trace not in first:
+                    first[trace] = len(first)
+                last[trace] = (f, number)
+    ends: dict[tuple[int, int], list[str]] = {}
+    for trace, at in last.items():
+        ends.setdefault(at, []).append(trace)
+    del last
+    open_: dict[str, list[Span]] = {}
+    done: dict[int, list[Span]] = {}
+    following = 0
+    for f, path in enumerate(files):
+        label = str(path)
+        for number, line in iter_lines(path):
+            for span in line_spans(line, label, number):
+                if span.trace_id not in first:
+                    raise _changed(span.where)
+                open_.setdefault(span.trace_id, []).append(span)
+            for trace in ends.pop((f, number), ()):
+                if trace not in open_:
+                    raise _changed(f"{label}:{number}")
+                done[first[trace]] = open_.pop(trace)
+            while following in done:
+                yield done.pop(following)
+                following += 1
+    if open_ or ends or following != len(first):
+        raise _changed(", ".join(map(str, files)))
+
+
+def _changed(where: str) -> CaseFileError:
+    return _fail(where, "the file changed while it was read; import it again once it is complete")
 
 
 # ---- mapping -----------------------------------------------------------------------------------
@@ -339,17 +564,22 @@ def cases_of_trace(spans: list[Span]) -> list[ImportedCase]:
     for kids in children.values():
         kids.sort(key=lambda s: (s.start, s.end, s.span_id))
 
+    def opens(s: Span) -> bool:
+        # an agent invocation; or a trace's outermost OpenInference CHAIN: a LangGraph graph's run,
+        # whose nodes (LangChain makes each run with "agent" in its name an AGENT) are no cases
+        return _is_agent(s) or (s.operation == "chain" and s.parent_id not in by_id)
+
     def has_agent_above(s: Span) -> bool:
         p = by_id.get(s.parent_id)
         seen = 0
         while p is not None and seen < len(spans):
-            if _is_agent(p):
+            if opens(p):
                 return True
             p = by_id.get(p.parent_id)
             seen += 1
         return False
 
-    roots = [s for s in sorted(spans, key=lambda s: (s.start, s.span_id)) if _is_agent(s) and not has_agent_above(s)]
+    roots = [s for s in sorted(spans, key=lambda s: (s.start, s.span_id)) if opens(s) and not has_agent_above(s)]
     trace = spans[0].trace_id
     if not roots:
         return [_case(trace, None, children.get("", []), children, trace)]
@@ -378,11 +608,57 @@ def _walk(tops: list[Span], children: dict[str, list[Span]]) -> Iterator[tuple[S
 FINAL_KEYS = ("gen_ai.output.messages", "output.value", "final_result")
 
 
-def tool_call_step(name: str, a: dict[str, Any]) -> dict[str, Any]:
-    """The ``tool_call`` step of a tool span (GenAI or OpenInference attributes)."""
-    tool = _first(a, "gen_ai.tool.name", "tool.name") or name.split(" ", 1)[-1]
+def tool_call_step(name: str, a: dict[str, Any], calls: list[tuple[str, dict[str, Any]]] | None = None
+                   ) -> dict[str, Any]:
+    """The ``tool_call`` step of a tool span (GenAI or OpenInference attributes).
+
+    ``calls``: the tool calls the case's last model decision asked for (:func:`tool_calls_of`).
+    OpenInference's LangChain spans give a one-argument tool's ``input.value`` as the bare value
+    (``ord-0``, not ``{"order_id": "ord-0"}``), and older LangChain gives Python's text of the
+    arguments (``{'order_id': 'ord-0'}``): the call the model asked for with those arguments
+    gives them back as JSON (and is used up)."""
+    tool = str(_first(a, "gen_ai.tool.name", "tool.name") or name.split(" ", 1)[-1])
     args = _json_or_text(_first(a, "gen_ai.tool.call.arguments", "input.value", "tool.parameters"))
-    return {"kind": "tool_call", "tool_name": str(tool), "arguments": args if args is not None else {}}
+    if calls and args is not None and not isinstance(args, dict) and "gen_ai.tool.call.arguments" not in a:
+        given = _python_literal(args)
+        for i, (called, full) in enumerate(calls):
+            if called == tool and (given == full or len(full) == 1 and _bare(args, next(iter(full.values())))):
+                args = full
+                del calls[i]
+                break
+    return {"kind": "tool_call", "tool_name": tool, "arguments": args if args is not None else {}}
+
+
+def _bare(given: Any, value: Any) -> bool:
+    """Whether ``given`` (a parsed ``input.value``) is ``value`` written bare."""
+    if given == value:
+        return True
+    try:
+        return isinstance(given, str) and msgspec.json.decode(given) == value
+    except msgspec.DecodeError:
+        return False
+
+
+def _python_literal(text: Any) -> Any:
+    """Python's text of a dict (``str(arguments)``) as the dict; None for anything else."""
+    if isinstance(text, str) and text[:1] == "{":
+        try:
+            return ast.literal_eval(text)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            return None
+    return None
+
+
+def tool_calls_of(messages: Any) -> list[tuple[str, dict[str, Any]]]:
+    """The tool calls (name, arguments) of a model decision's output messages, as
+    :func:`model_step` reads OpenInference's (``tool_calls: [{function: {name, arguments}}]``)."""
+    calls = []
+    for m in messages if isinstance(messages, list) else ():
+        for c in m.get("tool_calls", ()) if isinstance(m, dict) and isinstance(m.get("tool_calls"), list) else ():
+            f = c.get("function") if isinstance(c, dict) else None
+            if isinstance(f, dict) and isinstance(f.get("name"), str) and isinstance(f.get("arguments"), dict):
+                calls.append((f["name"], f["arguments"]))
+    return calls
 
 
 def tool_result_step(name: str, a: dict[str, Any], error: str | None) -> dict[str, Any]:
@@ -390,23 +666,93 @@ def tool_result_step(name: str, a: dict[str, Any], error: str | None) -> dict[st
     tool = str(_first(a, "gen_ai.tool.name", "tool.name") or name.split(" ", 1)[-1])
     error_type = a.get("error.type")
     if error_type is not None or error is not None:
+        kind, message = str(error_type or "Error"), error or ""
+        head, traceback, _ = message.partition("Traceback (most recent call last):")
+        if traceback:  # LangChain's run error: the exception's repr, then its traceback (paths)
+            kind, message = _repr_error(head.strip(), error_type)
         return {"kind": "tool_result", "tool_name": tool, "raised": True,
-                "result": {"error": {"type": str(error_type or "Error"), "message": error or ""}}}
+                "result": {"error": {"type": kind, "message": message}}}
     return {"kind": "tool_result", "tool_name": tool,
-            "result": _json_or_text(_first(a, "gen_ai.tool.call.result", "output.value"))}
+            "result": _lc_content(_json_or_text(_first(a, "gen_ai.tool.call.result", "output.value")))}
+
+
+def _repr_error(text: str, error_type: Any) -> tuple[str, str]:
+    """``ValueError('not delivered')`` as (``ValueError``, ``not delivered``); ``error.type``,
+    when given, names the type."""
+    m = re.fullmatch(r"([A-Za-z_][\w.]*)\((.*)\)", text, re.DOTALL)
+    if m is None:
+        return str(error_type or "Error"), text
+    try:
+        args = ast.literal_eval(f"({m.group(2)},)") if m.group(2) else ()
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        args = None
+    message = args[0] if args is not None and len(args) == 1 and isinstance(args[0], str) else text
+    return str(error_type or m.group(1)), message
+
+
+def _lc_content(value: Any, parse: bool = True) -> Any:
+    """A LangChain message serialised as JSON — ``{"type": "tool", "data": {…}}`` (its
+    ``messages_to_dict``) or ``{"lc": 1, "type": "constructor", "kwargs": {…}}`` (its ``dumpd``) —
+    as its content (``parse``: parsed when it is JSON, as LangGraph's ToolNode writes a dict
+    result); any other value as it is."""
+    if isinstance(value, dict):
+        fields = value.get("kwargs") if value.get("lc") == 1 and value.get("type") == "constructor" else (
+            value.get("data") if value.keys() == {"type", "data"} and isinstance(value["type"], str) else None)
+        if isinstance(fields, dict) and "content" in fields:
+            content = fields["content"]
+            if isinstance(content, list):  # content blocks: their text
+                texts = [b["text"] for b in content if isinstance(b, dict) and isinstance(b.get("text"), str)]
+                content = "\n".join(texts) if texts else content
+            return _json_or_text(content) if parse else content
+    return value
 
 
 def model_step(a: dict[str, Any]) -> dict[str, Any]:
     """The ``decision`` step of a model span."""
     model = _first(a, "gen_ai.request.model", "gen_ai.response.model", "llm.model_name") or "model"
-    messages = _first(a, "gen_ai.input.messages", "input.value")
+    messages = _messages(a, "gen_ai.input.messages", "llm.input_messages.", "input.value")
     return {"kind": "decision", "tool_name": str(model),
-            "arguments": {"messages": _json_or_text(messages)} if messages is not None else {},
-            "result": _json_or_text(_first(a, "gen_ai.output.messages", "output.value"))}
+            "arguments": {"messages": messages} if messages is not None else {},
+            "result": _messages(a, "gen_ai.output.messages", "llm.output_messages.", "output.value")}
+
+
+def _messages(a: dict[str, Any], genai: str, openinference: str, value: str) -> Any:
+    """A model span's messages: GenAI's, else OpenInference's flattened ones
+    (``llm.input_messages.0.message.role`` … as ``[{"role", "content", "tool_calls": [{"id",
+    "function": {"name", "arguments"}}]}]``, arguments parsed), else its ``input.value`` /
+    ``output.value`` (for LangChain an envelope with run ids: the flattened ones come first)."""
+    if genai in a:
+        return _json_or_text(a[genai])
+    tree: dict[str, Any] = {}
+    for key, v in a.items():
+        if key.startswith(openinference):
+            node: Any = tree
+            *path, leaf = key[len(openinference):].split(".")
+            for part in path:
+                node = node.setdefault(part, {}) if isinstance(node, dict) else None
+            if isinstance(node, dict):
+                node[leaf] = _json_or_text(v) if leaf == "arguments" else v
+    if tree:
+        return _unflat(tree)
+    return _json_or_text(a.get(value))
+
+
+_OI_WRAPPERS = ("message", "tool_call", "message_content")
+
+
+def _unflat(node: Any) -> Any:
+    if not isinstance(node, dict):
+        return node
+    if node and all(k.isascii() and k.isdigit() for k in node):
+        return [_unflat(node[k]) for k in sorted(node, key=int)]
+    if len(node) == 1 and next(iter(node)) in _OI_WRAPPERS:
+        return _unflat(next(iter(node.values())))
+    return {k: _unflat(v) for k, v in node.items()}
 
 
 def model_usage(a: dict[str, Any], start: int, end: int, after: int) -> UsageRecorded | None:
-    tokens_in, tokens_out = _count(a.get("gen_ai.usage.input_tokens")), _count(a.get("gen_ai.usage.output_tokens"))
+    tokens_in = _count(_first(a, "gen_ai.usage.input_tokens", "llm.token_count.prompt"))
+    tokens_out = _count(_first(a, "gen_ai.usage.output_tokens", "llm.token_count.completion"))
     if tokens_in is None and tokens_out is None:
         return None  # none reported (or not as counts: kept in the span's attributes only)
     latency = (end - start) / 1e6 if end >= start > 0 else None
@@ -426,9 +772,15 @@ def _count(value: Any) -> int | None:
 
 def message_text(messages: Any) -> Any:
     """The text of the last message of GenAI output messages (``content`` text, or the text
-    ``parts``); the value itself when it is no such list."""
-    if isinstance(messages, list) and messages and isinstance(messages[-1], dict):
-        last = messages[-1]
+    ``parts``) — or of a LangGraph state's ``messages`` (LangChain's serialised messages); the
+    value itself when it is no such list."""
+    state = messages.get("messages") if isinstance(messages, dict) else None
+    listed = state if isinstance(state, list) else messages  # a LangGraph state: its messages
+    if isinstance(listed, list) and listed and isinstance(listed[-1], dict):
+        last = listed[-1]
+        text = _lc_content(last, parse=False)
+        if text is not last:
+            return text
         if isinstance(last.get("content"), str):
             return last["content"]
         parts = last.get("parts")
@@ -449,6 +801,7 @@ def _case(case_id: str, root: Span | None, tops: list[Span], children: dict[str,
     agent_name = _first(attrs, "gen_ai.agent.name") if root is not None else None
     agents = [agent_name] if isinstance(agent_name, str) and agent_name else []
     raw: list[dict[str, Any]] = []
+    calls: list[tuple[str, dict[str, Any]]] = []  # the tool calls of the last model decision
     usage: list[UsageRecorded] = []
     unmapped: list[dict[str, Any]] = []
     own = root is not None and "oloproof.case_id" in attrs
@@ -471,14 +824,17 @@ def _case(case_id: str, root: Span | None, tops: list[Span], children: dict[str,
             _own_step(span, raw)
             continue
         if op in TOOL_OPS:
-            add(**tool_call_step(span.name, a))
+            add(**tool_call_step(span.name, a, calls))
         elif op in MODEL_OPS:
             add(**model_step(a))
+            calls = tool_calls_of(raw[-1]["result"])
             u = model_usage(a, span.start, span.end, len(raw))
             if u is not None:
                 usage.append(u)
         elif op in AGENT_OPS:
             name = a.get("gen_ai.agent.name")
+            if not (isinstance(name, str) and name) and not agents and root is not None and root.operation == "chain":
+                continue  # an AGENT by LangChain's naming (a LangGraph "agent" node): no agent of its own
             name = name if isinstance(name, str) and name else (agents[-1] if agents else "agent")
             if agents and name != agents[-1]:
                 add("handoff", to_agent=name)

@@ -45,6 +45,7 @@ from oloproof.events import (
     UsageRecorded,
 )
 from oloproof.records import (
+    STEP_KINDS,
     TERMINAL_STATUSES,
     AgentTrajectory,
     Case,
@@ -219,8 +220,6 @@ class CaseRecorder:
              agent: str | None = None, to_agent: str | None = None, raised: bool = False) -> int:
         """Append one step of any kind (the low-level way: what the OpenTelemetry span
         processor records); ``raised`` marks a tool result that is an error. Returns its index."""
-        from oloproof.records import STEP_KINDS
-
         if kind not in STEP_KINDS:
             raise RecordError(f"case {self.id!r}: step(): unknown kind {kind!r} (one of {', '.join(sorted(STEP_KINDS))})")
         index = self._step(kind, tool_name=tool_name, arguments=arguments, result=result, agent=agent,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import abc
 import hashlib
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
@@ -105,6 +106,11 @@ class EventStore(abc.ABC):
         A duplicate (stream, sequence) rolls back the whole call
         (:class:`~oloproof.errors.DuplicateEventError`).
         """
+
+    @abc.abstractmethod
+    def transaction(self) -> AbstractContextManager[None]:
+        """Every :meth:`commit` made inside is part of ONE transaction: all of them are kept
+        when the block ends, none if it raises (readers see nothing of it before)."""
 
     @abc.abstractmethod
     def stream_length(self, stream: str) -> int: ...

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from contextlib import contextmanager
 from typing import Iterable, Iterator, Sequence
 
 from oloproof.errors import DuplicateEventError
@@ -48,6 +49,15 @@ class MemoryStore(EventStore):
                 tables[table][tuple(row[i] for i in idx)] = tuple(row)
         self._streams.update(staged)
         self._tables = tables
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        streams, tables = dict(self._streams), self._tables
+        try:
+            yield
+        except BaseException:
+            self._streams, self._tables = streams, tables  # commit() never mutates in place
+            raise
 
     def stream_length(self, stream: str) -> int:
         return len(self._streams.get(stream, ()))

@@ -8,6 +8,7 @@ the ``events`` table, and each event carries a hash-chain digest per stream.
 from __future__ import annotations
 
 import sqlite3
+from contextlib import contextmanager
 from itertools import count, repeat
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
@@ -77,6 +78,7 @@ class SQLiteStore(EventStore):
         self.path = Path(path)
         self.projections_stale = False
         self.readonly = readonly
+        self._outer = False  # inside transaction()
         self.key = key
         if durability not in DURABILITY:
             raise StoreError(f"durability must be one of {', '.join(DURABILITY)}, got {durability!r}")
@@ -212,43 +214,16 @@ class SQLiteStore(EventStore):
     def commit(self, appends: Sequence[StreamAppend], rows: Rows | None = None) -> None:
         self._writable()
         conn = self._conn
-        key = self.key
+        if self._outer:  # part of transaction(): its owner commits or rolls back
+            self._write(appends, rows)
+            return
         try:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.DatabaseError as e:
             raise StoreError(f"{self.path}: cannot start a write transaction ({e})") from e
         try:
-            rows_out: list[tuple] = []
-            for ap in appends:
-                if ap.start == 0:
-                    previous = ""
-                else:
-                    row = conn.execute(
-                        "SELECT seq, digest FROM events WHERE stream = ? ORDER BY seq DESC LIMIT 1",
-                        (ap.stream,),
-                    ).fetchone()
-                    if row is None or row[0] != ap.start - 1:
-                        raise DuplicateEventError(
-                            f"stream {ap.stream!r} does not end at sequence {ap.start - 1}; "
-                            "batch rolled back"
-                        )
-                    previous = row[1]
-                digests, _ = chain(previous, ap, key)
-                stream = ap.stream
-                rows_out.extend(zip(repeat(stream), count(ap.start), ap.types, ap.payloads, digests))
-            if rows_out:  # every stream of the batch in one statement
-                conn.executemany(
-                    "INSERT INTO events (stream, seq, type, payload, digest) VALUES (?, ?, ?, ?, ?)", rows_out
-                )
-            for table, table_rows in (rows or {}).items():
-                cols, _ = PROJECTIONS[table]
-                conn.executemany(
-                    f"INSERT OR REPLACE INTO {table} VALUES ({', '.join('?' * len(cols))})", table_rows
-                )
+            self._write(appends, rows)
             conn.execute("COMMIT")
-        except sqlite3.IntegrityError as e:
-            conn.execute("ROLLBACK")
-            raise DuplicateEventError(f"duplicate (stream, sequence): {e}; batch rolled back") from e
         except sqlite3.OperationalError as e:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
@@ -258,6 +233,66 @@ class SQLiteStore(EventStore):
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        self._writable()
+        if self._outer:
+            raise StoreError(f"{self.path}: a transaction is already open")
+        conn = self._conn
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"{self.path}: cannot start a write transaction ({e})") from e
+        self._outer = True
+        try:
+            yield
+            conn.execute("COMMIT")
+        except sqlite3.OperationalError as e:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise StoreError(f"{self.path}: cannot write the log ({_reason(e)}); the transaction rolled back, "
+                             "nothing of it was written") from e
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        finally:
+            self._outer = False
+
+    def _write(self, appends: Sequence[StreamAppend], rows: Rows | None) -> None:
+        conn = self._conn
+        key = self.key
+        rows_out: list[tuple] = []
+        for ap in appends:
+            if ap.start == 0:
+                previous = ""
+            else:
+                row = conn.execute(
+                    "SELECT seq, digest FROM events WHERE stream = ? ORDER BY seq DESC LIMIT 1",
+                    (ap.stream,),
+                ).fetchone()
+                if row is None or row[0] != ap.start - 1:
+                    raise DuplicateEventError(
+                        f"stream {ap.stream!r} does not end at sequence {ap.start - 1}; "
+                        "batch rolled back"
+                    )
+                previous = row[1]
+            digests, _ = chain(previous, ap, key)
+            stream = ap.stream
+            rows_out.extend(zip(repeat(stream), count(ap.start), ap.types, ap.payloads, digests))
+        try:
+            if rows_out:  # every stream of the batch in one statement
+                conn.executemany(
+                    "INSERT INTO events (stream, seq, type, payload, digest) VALUES (?, ?, ?, ?, ?)", rows_out
+                )
+        except sqlite3.IntegrityError as e:
+            raise DuplicateEventError(f"duplicate (stream, sequence): {e}; batch rolled back") from e
+        for table, table_rows in (rows or {}).items():
+            cols, _ = PROJECTIONS[table]
+            conn.executemany(
+                f"INSERT OR REPLACE INTO {table} VALUES ({', '.join('?' * len(cols))})", table_rows
+            )
 
     # ---- reading -----------------------------------------------------------------------
 
