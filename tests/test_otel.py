@@ -337,3 +337,23 @@ def test_an_import_killed_at_any_point_leaves_the_log_as_it_was(cli, tmp_path, m
     assert r.exit_code == 0 and "3 cases" in r.output
     assert cli("audit", "verify", cwd=tmp_path).exit_code == 0
 
+
+
+def test_spans_outside_every_agent_invocation_are_kept_not_dropped(cli, tmp_path):
+    """The app's own span around the agent, and a span after it: no step, but kept in the
+    metadata (with the trace's first case), never dropped silently."""
+    t = Traces()
+    with t.span("POST /chat", **{"http.method": "POST"}):
+        with t.span("invoke_agent support", **{"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support"}):
+            with t.span("execute_tool lookup", **{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup"}):
+                pass
+        with t.span("invoke_agent audit", **{"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "audit"}):
+            pass
+        with t.span("db.commit", **{"db.system": "postgresql"}):
+            pass
+    r = cli("import", "otel", str(t.write(tmp_path / "t.jsonl")), cwd=tmp_path)
+    assert r.exit_code == 0 and "2 spans outside the GenAI mapping" in r.output
+    first, second = views(tmp_path)
+    assert sorted(s["name"] for s in first.metadata["otel.unmapped_spans"]) == ["POST /chat", "db.commit"]
+    assert "otel.unmapped_spans" not in second.metadata
+    assert [s.kind for s in first.trajectory.steps] == ["tool_call", "tool_result"]

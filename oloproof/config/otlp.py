@@ -33,7 +33,7 @@ import ast
 import base64
 import binascii
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -583,10 +583,21 @@ def cases_of_trace(spans: list[Span]) -> list[ImportedCase]:
     trace = spans[0].trace_id
     if not roots:
         return [_case(trace, None, children.get("", []), children, trace)]
+    # the spans outside every invocation (the app's own span around the agent, a span after
+    # it...) are kept, with the first case, like any other unmapped span
+    inside = {r.span_id for r in roots}
+    stack = list(inside)
+    while stack:
+        for c in children.get(stack.pop(), ()):
+            if c.span_id not in inside:
+                inside.add(c.span_id)
+                stack.append(c.span_id)
+    outside = [s for s in spans if s.span_id not in inside]
     out = []
     for i, root in enumerate(roots):
         case_id = trace if len(roots) == 1 else f"{trace}-{root.span_id}"
-        out.append(_case(case_id, root, children.get(root.span_id, []), children, trace))
+        out.append(_case(case_id, root, children.get(root.span_id, []), children, trace,
+                         outside if i == 0 else ()))
     return out
 
 
@@ -796,7 +807,7 @@ def _own_steps(span: Span) -> bool:
 
 
 def _case(case_id: str, root: Span | None, tops: list[Span], children: dict[str, list[Span]],
-          trace: str) -> ImportedCase:
+          trace: str, outside: Iterable[Span] = ()) -> ImportedCase:
     attrs = root.attributes if root is not None else {}
     agent_name = _first(attrs, "gen_ai.agent.name") if root is not None else None
     agents = [agent_name] if isinstance(agent_name, str) and agent_name else []
@@ -866,6 +877,7 @@ def _case(case_id: str, root: Span | None, tops: list[Span], children: dict[str,
         metadata = {"otel.trace_id": trace}
         if root is not None:
             metadata["otel.span_id"] = root.span_id
+    unmapped.extend({"name": span.name, "span_id": span.span_id, "attributes": span.attributes} for span in outside)
     if unmapped:
         metadata = {**metadata, "otel.unmapped_spans": unmapped}
     named = any(r.get("agent") for r in raw)
