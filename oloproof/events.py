@@ -319,6 +319,61 @@ def decode_stream(stream: str, payloads: list[bytes], start: int = 0) -> list[Ev
     return out
 
 
+# ---- what the search index reads (oloproof.store.search) ---------------------------------------
+
+class _SearchStep(msgspec.Struct):
+    index: int = 0
+    kind: str = ""
+    tool_name: str | None = None
+    agent: str | None = None
+    to_agent: str | None = None
+    arguments: msgspec.Raw = msgspec.Raw(b"")
+    result: msgspec.Raw = msgspec.Raw(b"")
+
+
+class _SearchEnd(msgspec.Struct):
+    error: str | None = None
+
+
+class _SearchReplay(msgspec.Struct):
+    case_stream: str = ""
+
+
+_SEARCH_STEP = msgspec.json.Decoder(_SearchStep)
+_SEARCH_END = msgspec.json.Decoder(_SearchEnd)
+_SEARCH_REPLAY = msgspec.json.Decoder(_SearchReplay)
+#: the stored types the search index holds: steps, and the errors that ended a case or replay
+SEARCHED_TYPES = ("step.v1", "case_finished.v1", "replay_finished.v1")
+
+
+def _searchable(raw: bytes) -> str:
+    # the JSON text of a value, its escapes undone where they would glue words ("a\nb")
+    if b"\\" in raw:
+        raw = (raw.replace(b"\\\\", b"\x00").replace(b"\\n", b" ").replace(b"\\t", b" ").replace(b"\\r", b" ")
+               .replace(b'\\"', b'"').replace(b"\x00", b"\\"))
+    return raw.decode("utf-8", "replace")
+
+
+def search_fields(type_: str, payload: bytes) -> tuple[int | None, str, str | None, str] | None:
+    """What the search index keeps of one stored event: ``(step, kind, tool_name, text)`` of a
+    step (its tool, agents, arguments and result as JSON text), ``(None, "error", None,
+    message)`` of a case or replay that ended in an error; ``None`` for anything else."""
+    if type_ == "step.v1":
+        s = _SEARCH_STEP.decode(payload)
+        parts = [x for x in (s.tool_name, s.agent, s.to_agent) if x]
+        parts.extend(_searchable(bytes(r)) for r in (s.arguments, s.result) if r and bytes(r) != b"null")
+        return s.index, s.kind, s.tool_name, " ".join(parts)
+    if type_ in ("case_finished.v1", "replay_finished.v1"):
+        error = _SEARCH_END.decode(payload).error
+        return None if error is None else (None, "error", None, error)
+    return None
+
+
+def replayed_stream(payload: bytes) -> str:
+    """The case stream a replay stream's first event (``replay_started``) replays."""
+    return _SEARCH_REPLAY.decode(payload).case_stream
+
+
 #: chain schemes: plain SHA-256 (anyone can recompute it) or HMAC-SHA256 under a key that
 #: stays outside the log (``OLOPROOF_LOG_KEY``)
 SHA256, HMAC_SHA256 = "sha256", "hmac-sha256"

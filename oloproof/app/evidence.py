@@ -112,5 +112,6 @@ def rebuild_projections(store: EventStore) -> None:
     from oloproof.app.projections import RunProjector
 
     store.rebuild_projections(RunProjector(store))
+    store.rebuild_search()
     if hasattr(store, "projections_stale"):
         store.projections_stale = False

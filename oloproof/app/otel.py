@@ -165,4 +165,5 @@ def _import(store: EventStore, files: list[Path], system: str | None, version: s
     store.commit([StreamAppend(run_id, 0, [encode(run)], [tag_of(run)])])
     sealed = seal(store, run_id, case_count=count, replay_streams=set(), clock=clock)
     store.commit((), {"runs": [run_row(run, sealed)]})
+    store.index_search()
     return ImportOutcome(run_id, name, version, count, spans[0], unmapped, sealed.digest)

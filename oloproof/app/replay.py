@@ -167,6 +167,8 @@ def replay_run(store: EventStore, project_dir: str, run_id: str, fault_spec: str
         stopped = False
     finally:
         executor.close(cancel=stopped)
+        with contextlib.suppress(Exception):  # the replays stored, searchable (a cache: never fails the command)
+            store.index_search()
     counts = {"passed": 0, "observed": 0, "missing": 0, "excluded": 0}
     cases = [results[cid] for cid in order]
     for entry in cases:

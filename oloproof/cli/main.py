@@ -28,6 +28,7 @@ from oloproof.cli import (
     replay,
     run,
     runs,
+    search,
     show,
     view,
 )
@@ -85,7 +86,7 @@ def cli(debug: bool) -> None:
     click.get_current_context().call_on_close(restore_log_key)
 
 
-for module in (init, run, runs, show, evaluate, gate, diff, replay, view, export, audit, attribute, prefix, imports):
+for module in (init, run, runs, show, evaluate, gate, diff, replay, view, export, audit, attribute, prefix, imports, search):
     cli.add_command(module.command)
 
 

@@ -12,7 +12,7 @@ import abc
 import hashlib
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from oloproof.events import SHA256, chain_digest, chain_digests
 
@@ -226,6 +226,26 @@ class EventStore(abc.ABC):
         events = self.read_prefix(prefix) if streams is None else (ev for s in streams for ev in self.read_stream(s))
         for ev in events:
             yield ev.stream, ev.seq, ev.payload, ev.digest
+
+    def index_search(self) -> int:
+        """Add the step events written since the last call to the search projection (SQLite
+        FTS5, :mod:`oloproof.store.search`); returns how many rows it added. Backends
+        without one add nothing."""
+        return 0
+
+    def rebuild_search(self) -> int:
+        """Drop the search projection and index every event again."""
+        return 0
+
+    def search_steps(self, query: str, where: Any, limit: int) -> list[dict]:
+        """The newest ``limit`` indexed steps matching ``query`` and ``where``."""
+        from oloproof.errors import StoreError
+
+        raise StoreError("searching needs the SQLite log")
+
+    def search_lag(self) -> int:
+        """Searchable events the index does not hold yet."""
+        return 0
 
     def rebuild_projections(self, projector: Projector) -> None:
         """Drop every projection row and derive them again from the events, in one

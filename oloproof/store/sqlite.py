@@ -8,14 +8,15 @@ the ``events`` table, and each event carries a hash-chain digest per stream.
 from __future__ import annotations
 
 import sqlite3
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from itertools import count, repeat
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 from urllib.parse import quote
 
 from oloproof.errors import CorruptLogError, DuplicateEventError, StoreError
 from oloproof.events import HMAC_SHA256, SHA256, scheme_of
+from oloproof.store import search
 from oloproof.store.base import (
     PROJECTIONS,
     PROJECTIONS_VERSION,
@@ -79,6 +80,7 @@ class SQLiteStore(EventStore):
         self.projections_stale = False
         self.readonly = readonly
         self._outer = False  # inside transaction()
+        self._dirty = False  # events written: the search index catches up on close
         self.key = key
         if durability not in DURABILITY:
             raise StoreError(f"durability must be one of {', '.join(DURABILITY)}, got {durability!r}")
@@ -105,6 +107,7 @@ class SQLiteStore(EventStore):
                 mode = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                 self._conn.execute(f"PRAGMA synchronous = {DURABILITY[durability]}")
                 self._prepare()
+                search.ensure(self.db)
         except sqlite3.DatabaseError as e:
             raise CorruptLogError(f"{self.path}: not a readable Oloproof log ({e})") from e
         except StoreError:
@@ -262,6 +265,7 @@ class SQLiteStore(EventStore):
 
     def _write(self, appends: Sequence[StreamAppend], rows: Rows | None) -> None:
         conn = self._conn
+        self._dirty = self._dirty or bool(appends)
         key = self.key
         rows_out: list[tuple] = []
         for ap in appends:
@@ -451,7 +455,55 @@ class SQLiteStore(EventStore):
     def integrity_check(self) -> str:
         return self._conn.execute("PRAGMA integrity_check").fetchone()[0]
 
+    # ---- the search projection (oloproof.store.search) ------------------------------------
+
+    def index_search(self) -> int:
+        self._writable()
+        if self._outer:
+            return search.catch_up(self._conn)
+        added = self._in_transaction(search.catch_up)
+        self._dirty = False
+        return added
+
+    def rebuild_search(self) -> int:
+        self._writable()
+        return self._in_transaction(search.rebuild)
+
+    def _in_transaction(self, fn: Callable[[sqlite3.Connection], int]) -> int:
+        conn = self._conn
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"{self.path}: cannot start a write transaction ({e})") from e
+        try:
+            out = fn(conn)
+            conn.execute("COMMIT")
+            return out
+        except sqlite3.OperationalError as e:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise StoreError(f"{self.path}: cannot update the search index ({_reason(e)}); nothing of it was "
+                             "written") from e
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    def search_steps(self, query: str, where: search.SearchFilter, limit: int) -> list[dict]:
+        if not search.exists(self._conn):
+            raise StoreError(f"{self.path}: this log has no search index yet; any command that writes to it "
+                             "builds one (or run 'oloproof audit rebuild')")
+        return search.search(self._conn, query, where, limit)
+
+    def search_lag(self) -> int:
+        return search.lag(self._conn) if search.exists(self._conn) else 0
+
     def close(self) -> None:
+        if self._dirty and not self._outer:
+            # what this connection wrote becomes searchable; the index is a cache, so a
+            # failure here (a full disk) loses nothing: the next writer catches up
+            with suppress(Exception):
+                self.index_search()
         self._conn.close()
 
 

@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+import json
+
+import click
+
+from oloproof.cli.common import DB_HELP, check_output_path, console, handled, open_log, write_text
+
+
+@click.command("search")
+@click.argument("query")
+@click.option("--run", "run", metavar="RUN", help="Only this run (a run id, 'latest', 'version:V' or 'pin:NAME').")
+@click.option("--system", metavar="NAME", help="Only runs of this system.")
+@click.option("--tool", metavar="NAME", help="Only steps of this tool.")
+@click.option("--kind", metavar="KIND", help="Only steps of this kind: tool_call, tool_result, message, decision, "
+                                             "final, handoff, observation, or error (a case that ended in one).")
+@click.option("--verdict", metavar="CRITERION=VERDICT",
+              help="Only cases with this verdict under their run's configuration, e.g. answer_correct=fail.")
+@click.option("--limit", default=50, show_default=True, type=int, help="At most this many steps, the newest.")
+@click.option("--json", "json_path", metavar="FILE", help="Write the hits as JSON to FILE ('-' for stdout).")
+@click.option("--db", metavar="PATH", help=DB_HELP)
+@handled
+def command(query: str, run: str | None, system: str | None, tool: str | None, kind: str | None,
+            verdict: str | None, limit: int, json_path: str | None, db: str | None) -> None:
+    """Find steps in every stored run and replay: tool calls and their arguments, tool
+    results, messages, final answers, handoffs, errors. QUERY is SQLite FTS5 syntax: words
+    match anywhere, "quoted text" as a phrase (quote ids with - or :), AND / OR / NOT, prefix*.
+    Each case hit names the 'oloproof show' command that reads it.
+
+    \b
+    Example:
+      oloproof search delete_customer
+      oloproof search '"ORD-1042"' --kind tool_call
+      oloproof search refunded --kind final --verdict agent_constraints_satisfied=fail
+      oloproof search timeout --json hits.json
+    """
+    from oloproof.app.search import search_log
+    from oloproof.report.search import search_view
+
+    if json_path:
+        check_output_path(json_path)
+    store = open_log(db)
+    try:
+        result = search_log(store, query, run=run, system=system, tool=tool, kind=kind, verdict=verdict, limit=limit)
+    finally:
+        store.close()
+    if json_path:
+        write_text(json_path, json.dumps([h.json() for h in result.hits], indent=2, ensure_ascii=False) + "\n")
+        if json_path != "-":
+            click.echo(f"wrote {len(result.hits)} hits to {json_path}", err=True)
+        return
+    console().print(search_view(result))

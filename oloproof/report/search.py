@@ -1,0 +1,58 @@
+"""The terminal view of ``oloproof search``: hits grouped by run and case, each case with the
+``oloproof show`` command that reads it from the events; matched terms highlighted with a
+style, never through markup (recorded text is shown literally, controls escaped)."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from rich.console import Group
+from rich.text import Text
+
+from oloproof.report.terminal import plural, printable
+from oloproof.store.search import MARK_OFF, MARK_ON
+
+
+def _snippet(snippet: str) -> Text:
+    out = Text()
+    on = False
+    for part in snippet.replace(MARK_OFF, MARK_ON).split(MARK_ON):
+        out.append(printable(part).replace("\n", " "), style="bold reverse" if on else None)
+        on = not on
+    return out
+
+
+def search_view(result: Any) -> Group:
+    """``result``: an :class:`oloproof.app.search.SearchResult`."""
+    parts: list[Any] = []
+    cases = result.cases()
+    query = printable(result.query)
+    if not result.hits:
+        parts.append(Text(f"no step matches {query!r}"))
+    else:
+        more = f" (the newest {result.limit}: --limit shows more)" if result.truncated else ""
+        parts.append(Text(f"{plural(len(result.hits), 'step')} in {plural(len(cases), 'case')} match {query!r}, "
+                          f"newest runs first{more}"))
+    run = case = None
+    for hit in result.hits:
+        if hit.run_id != run:
+            run, case = hit.run_id, None
+            system, version = result.systems.get(run, ("?", "?"))
+            parts.append(Text(""))
+            parts.append(Text(f"run {printable(run)}  {printable(system)} {printable(version)}", style="bold"))
+        if hit.case_id != case:
+            case = hit.case_id
+            command = f"oloproof show {shlex.quote(run)} {shlex.quote(case)}"
+            parts.append(Text.assemble("  case ", (printable(case), "bold"), f"   {printable(command)}"))
+        where = f"step {hit.step}" if hit.step is not None else "end"
+        if hit.replay:
+            where = f"replay {printable(hit.replay)[:12]} {where}"
+        line = Text(f"    {where:<10} {hit.kind:<11} {printable(hit.tool_name or '-'):<18} ")
+        line.append_text(_snippet(hit.snippet))
+        parts.append(line)
+    if result.lag:
+        parts.append(Text(""))
+        parts.append(Text(f"note: {plural(result.lag, 'event')} not indexed yet (a run is writing, or the log is "
+                          "from an older version: 'oloproof audit rebuild' indexes everything)"))
+    return Group(*parts)

@@ -1,0 +1,197 @@
+"""The search projection: every recorded step of every run and replay, in SQLite FTS5 (issue 16).
+
+Two tables, made with sqlite-utils: ``search_steps`` (one row per step event, keyed by the
+event's position ``pos`` in the log: run, case, step, kind, tool, the replay it belongs to,
+and its text — tool name, agents, arguments and result as JSON text) and its FTS5 index
+``search_steps_fts`` (external content: the text is stored once). A case or replay that ended
+in an error gives a row of kind ``error``.
+
+Like the other projections it is a cache derived from the events, never a source of
+decisions: :func:`catch_up` indexes the events written since the last call (the log's meta
+row ``search_indexed_to`` holds how far it got, in the same transaction as the rows), and
+:func:`rebuild` starts it again from nothing (``oloproof audit rebuild``). The user's query
+is always bound as a parameter; FTS5 reports a malformed one, which becomes
+:class:`SearchQueryError`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+from oloproof.errors import StoreError, UsageError
+from oloproof.events import SEARCHED_TYPES, replayed_stream, search_fields
+
+TABLE = "search_steps"
+FTS = TABLE + "_fts"
+_CURSOR = "search_indexed_to"
+_BATCH = 20_000
+REPLAY = "replay/"
+#: the snippet's highlight markers (private-use characters: no recorded text is parsed as
+#: markup; the report layer turns them into a style or into « »)
+MARK_ON, MARK_OFF = "\ue000", "\ue001"
+_COLUMNS = {"pos": int, "run_id": str, "case_id": str, "step": int, "kind": str, "tool_name": str,
+            "replay": str, "text": str}
+
+
+class SearchQueryError(UsageError):
+    """A search query FTS5 cannot parse (exit code 2)."""
+
+
+def ensure(db: Any) -> None:
+    """Create the tables when the log has none (sqlite-utils; outside any transaction: its
+    DDL commits). Two processes opening a new log at once: the second finds them made."""
+    for _ in range(2):
+        try:
+            if not db[TABLE].exists():
+                db[TABLE].create(_COLUMNS, pk="pos", if_not_exists=True)
+                db[TABLE].create_index(["run_id", "case_id"], if_not_exists=True)
+                db[TABLE].create_index(["tool_name"], if_not_exists=True)
+            if not db[FTS].exists():
+                db[TABLE].enable_fts(["text"], fts_version="FTS5", tokenize="unicode61 remove_diacritics 2")
+            return
+        except sqlite3.OperationalError as e:
+            if "already exists" not in str(e):
+                raise
+
+
+def exists(conn: sqlite3.Connection) -> bool:
+    return conn.execute("SELECT count(*) FROM sqlite_master WHERE name IN (?, ?)", (TABLE, FTS)).fetchone()[0] == 2
+
+
+def indexed_to(conn: sqlite3.Connection) -> int:
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (_CURSOR,)).fetchone()
+    return int(row[0]) if row else 0
+
+
+def lag(conn: sqlite3.Connection) -> int:
+    """How many searchable events the index does not hold yet."""
+    marks = ", ".join("?" * len(SEARCHED_TYPES))
+    return conn.execute(f"SELECT count(*) FROM events WHERE pos > ? AND type IN ({marks})",
+                        (indexed_to(conn), *SEARCHED_TYPES)).fetchone()[0]
+
+
+def catch_up(conn: sqlite3.Connection) -> int:
+    """Index every searchable event written after the cursor; returns how many rows were
+    added. The caller holds the write transaction."""
+    done = indexed_to(conn)
+    top = conn.execute("SELECT max(pos) FROM events").fetchone()[0] or 0
+    if top <= done:
+        return 0
+    marks = ", ".join("?" * len(SEARCHED_TYPES))
+    cur = conn.execute(f"SELECT pos, stream, type, CAST(payload AS BLOB) FROM events "
+                       f"WHERE pos > ? AND pos <= ? AND type IN ({marks}) ORDER BY pos",
+                       (done, top, *SEARCHED_TYPES))
+    replays: dict[str, tuple[str, str] | None] = {}
+    added = 0
+    while True:
+        batch = cur.fetchmany(_BATCH)
+        if not batch:
+            break
+        rows = []
+        for pos, stream, type_, payload in batch:
+            try:
+                fields = search_fields(type_, payload)
+            except Exception:  # noqa: BLE001 - a payload that does not decode: `audit verify` reports it
+                continue
+            if fields is None:
+                continue
+            replay = None
+            if stream.startswith(REPLAY):
+                if stream not in replays:
+                    replays[stream] = _replayed(conn, stream)
+                owner = replays[stream]
+                if owner is None:
+                    continue
+                run_id, case_id = owner
+                replay = stream[len(REPLAY):]
+            else:
+                run_id, sep, case_id = stream.partition("/")
+                if not sep:
+                    continue
+            step, kind, tool_name, text = fields
+            rows.append((pos, run_id, case_id, step, kind, tool_name, replay, text))
+        conn.executemany(f"INSERT INTO {TABLE} (pos, run_id, case_id, step, kind, tool_name, replay, text) "
+                         "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        conn.executemany(f"INSERT INTO {FTS} (rowid, text) VALUES (?, ?)", [(r[0], r[7]) for r in rows])
+        added += len(rows)
+    conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (_CURSOR, str(top)))
+    return added
+
+
+def _replayed(conn: sqlite3.Connection, stream: str) -> tuple[str, str] | None:
+    row = conn.execute("SELECT CAST(payload AS BLOB) FROM events WHERE stream = ? AND seq = 0", (stream,)).fetchone()
+    try:
+        run_id, sep, case_id = replayed_stream(row[0]).partition("/") if row else ("", "", "")
+    except Exception:  # noqa: BLE001 - not a replay_started: nothing to attach its steps to
+        return None
+    return (run_id, case_id) if sep else None
+
+
+def rebuild(conn: sqlite3.Connection) -> int:
+    """Drop every row and index the whole log again (the caller holds the write transaction)."""
+    conn.execute(f"DELETE FROM {TABLE}")
+    conn.execute(f"INSERT INTO {FTS} ({FTS}) VALUES ('delete-all')")
+    conn.execute("DELETE FROM meta WHERE key = ?", (_CURSOR,))
+    return catch_up(conn)
+
+
+@dataclass(frozen=True)
+class SearchFilter:
+    run_ids: tuple[str, ...] = ()
+    system: str | None = None
+    tool: str | None = None
+    kind: str | None = None
+    verdict: tuple[str, str] | None = None  # (criterion, verdict)
+
+
+def check_query(query: str) -> None:
+    """Refuse a query FTS5 cannot parse (:class:`SearchQueryError`), tried on an empty index
+    of the same shape in memory: whatever fails there is the query's fault, not the log's."""
+    probe = sqlite3.connect(":memory:")
+    try:
+        probe.execute("CREATE VIRTUAL TABLE q USING fts5(text)")
+        probe.execute("SELECT rowid FROM q WHERE q MATCH ?", (query,)).fetchall()
+    except sqlite3.Error as e:
+        message = str(e).removeprefix("fts5: ")
+        phrase = '"' + query.replace('"', '""') + '"'
+        raise SearchQueryError(f"search query {query!r} is not valid FTS5 syntax ({message}); to find it as "
+                               f"typed, quote it as a phrase: {phrase!r}. Words match anywhere, \"quoted text\" "
+                               "as a phrase (quote anything with - : . or other punctuation), AND, OR, NOT and "
+                               "prefix* combine them") from None
+    finally:
+        probe.close()
+
+
+def search(conn: sqlite3.Connection, query: str, where: SearchFilter, limit: int) -> list[dict[str, Any]]:
+    """The newest ``limit`` steps matching ``query`` (FTS5 syntax) and ``where``, newest first."""
+    sql = [f"SELECT s.pos, s.run_id, s.case_id, s.step, s.kind, s.tool_name, s.replay, "
+           f"snippet({FTS}, 0, ?, ?, '…', 16) FROM {FTS} JOIN {TABLE} AS s ON s.pos = {FTS}.rowid "
+           f"WHERE {FTS} MATCH ?"]
+    args: list[Any] = [MARK_ON, MARK_OFF, query]
+    if where.run_ids:
+        sql.append(f"AND s.run_id IN ({', '.join('?' * len(where.run_ids))})")
+        args.extend(where.run_ids)
+    if where.system is not None:
+        sql.append("AND s.run_id IN (SELECT run_id FROM runs WHERE system = ?)")
+        args.append(where.system)
+    if where.tool is not None:
+        sql.append("AND s.tool_name = ?")
+        args.append(where.tool)
+    if where.kind is not None:
+        sql.append("AND s.kind = ?")
+        args.append(where.kind)
+    if where.verdict is not None:
+        sql.append("AND EXISTS (SELECT 1 FROM verdicts AS v WHERE v.run_id = s.run_id AND v.case_id = s.case_id "
+                   "AND v.criterion = ? AND v.verdict = ?)")
+        args.extend(where.verdict)
+    sql.append(f"ORDER BY {FTS}.rowid DESC LIMIT ?")
+    args.append(limit)
+    check_query(query)
+    try:
+        rows = conn.execute(" ".join(sql), args).fetchall()
+    except sqlite3.OperationalError as e:
+        raise StoreError(f"cannot search the log ({e})") from e
+    keys = ("pos", "run_id", "case_id", "step", "kind", "tool_name", "replay", "snippet")
+    return [dict(zip(keys, r)) for r in rows]
