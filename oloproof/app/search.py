@@ -89,7 +89,12 @@ def search_log(store: EventStore, query: str, *, run: str | None = None, system:
         raise UsageError(f"the search query is {len(query):,} characters long; at most {MAX_QUERY:,}")
     if not 1 <= limit <= MAX_LIMIT:
         raise UsageError(f"--limit {limit}: between 1 and {MAX_LIMIT:,}")
-    where = SearchFilter(run_ids=(resolve_run(store, run),) if run is not None else (), system=system,
+    run_ids: tuple[str, ...] = ()
+    if run is not None:
+        run_ids = (resolve_run(store, run),)
+        if store.first_event(run_ids[0]) is None:
+            raise UsageError(f"--run {run!r}: no such run in the log ('oloproof runs' lists them)")
+    where = SearchFilter(run_ids=run_ids, system=system,
                          tool=tool, kind=_choice(kind, KINDS, "--kind"), verdict=parse_verdict(verdict))
     rows = store.search_steps(query, where, limit)
     rank = {r: i for i, r in enumerate(dict.fromkeys(row["run_id"] for row in rows))}

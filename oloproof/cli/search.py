@@ -9,7 +9,7 @@ from oloproof.cli.common import DB_HELP, check_output_path, console, handled, op
 
 @click.command("search")
 @click.argument("query")
-@click.option("--run", "run", metavar="RUN", help="Only this run (a run id, 'latest', 'version:V' or 'pin:NAME').")
+@click.option("--run", "run", metavar="RUN", help="Only this run (a run id or 'latest').")
 @click.option("--system", metavar="NAME", help="Only runs of this system.")
 @click.option("--tool", metavar="NAME", help="Only steps of this tool.")
 @click.option("--kind", metavar="KIND", help="Only steps of this kind: tool_call, tool_result, message, decision, "

@@ -154,7 +154,7 @@ def check_query(query: str) -> None:
         probe.execute("CREATE VIRTUAL TABLE q USING fts5(text)")
         probe.execute("SELECT rowid FROM q WHERE q MATCH ?", (query,)).fetchall()
     except sqlite3.Error as e:
-        message = str(e).removeprefix("fts5: ")
+        message = repr(str(e).removeprefix("fts5: "))[1:-1]  # the query's own characters, escaped
         phrase = '"' + query.replace('"', '""') + '"'
         raise SearchQueryError(f"search query {query!r} is not valid FTS5 syntax ({message}); to find it as "
                                f"typed, quote it as a phrase: {phrase!r}. Words match anywhere, \"quoted text\" "

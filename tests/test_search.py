@@ -1,0 +1,234 @@
+"""``oloproof search`` (issue 16): every stored step of every run and replay, found by text;
+the index is a cache of the events (rebuilt identical, never a decision); hostile queries are
+refused with one line and exit 2, the log untouched."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from oloproof.store import SQLiteStore
+
+from conftest import write
+
+
+def log_path(project: Path) -> Path:
+    return project / ".oloproof" / "log.db"
+
+
+def called(project: Path, tool: str) -> set[tuple[str, str]]:
+    """(run, case) of every case whose recorded trajectory called ``tool`` — from the events."""
+    from oloproof.app.runs import iter_case_views, run_headers
+
+    store = SQLiteStore(log_path(project), readonly=True)
+    try:
+        return {(h.run_id, v.case_id) for h in run_headers(store) for v in iter_case_views(store, h.run_id)
+                if v.trajectory is not None and any(s.kind == "tool_call" and s.tool_name == tool
+                                                    for s in v.trajectory.steps)}
+    finally:
+        store.close()
+
+
+def hits(cli, project: Path, *args: str) -> list[dict]:
+    r = cli("search", *args, "--json", "-", cwd=project)
+    assert r.exit_code == 0, r.output
+    return json.loads(r.output)
+
+
+def events(project: Path) -> list[tuple]:
+    conn = sqlite3.connect(log_path(project))
+    try:
+        return conn.execute("SELECT stream, seq, digest FROM events ORDER BY pos").fetchall()
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def support_run(cli, support_project):
+    assert cli("run", cwd=support_project).exit_code == 1  # the example's gate fails, on purpose
+    return support_project
+
+
+def test_delete_customer_lists_exactly_the_cases_that_called_it(cli, support_run):
+    expected = called(support_run, "delete_customer")
+    assert len(expected) == 3
+    r = cli("search", "delete_customer", cwd=support_run)
+    assert r.exit_code == 0
+    assert "6 steps in 3 cases match 'delete_customer'" in r.output
+    for run_id, case_id in expected:
+        assert f"oloproof show {run_id} {case_id}" in r.output
+    found = hits(cli, support_run, "delete_customer")
+    assert {(h["run_id"], h["case_id"]) for h in found} == expected
+    assert {h["kind"] for h in found} == {"tool_call", "tool_result"}
+    assert all(set(h) == {"run_id", "case_id", "step", "kind", "tool_name", "snippet", "replay"} for h in found)
+    assert all("«delete_customer»" in h["snippet"] for h in found)
+    # each hit names the recorded step it is: the same tool at that index in the trajectory
+    from oloproof.app.runs import iter_case_views
+
+    store = SQLiteStore(log_path(support_run), readonly=True)
+    try:
+        views = {v.case_id: v for v in iter_case_views(store, found[0]["run_id"])}
+    finally:
+        store.close()
+    for h in found:
+        step = views[h["case_id"]].trajectory.steps[h["step"] - 1]
+        assert (step.kind, step.tool_name) == (h["kind"], h["tool_name"]) == (h["kind"], "delete_customer")
+
+
+def test_filters_narrow_the_hits(cli, support_run):
+    assert {h["kind"] for h in hits(cli, support_run, "delete_customer", "--kind", "tool_call")} == {"tool_call"}
+    refunds = hits(cli, support_run, "refund", "--tool", "issue_refund", "--limit", "1000")
+    assert refunds and {h["tool_name"] for h in refunds} == {"issue_refund"}
+    assert len({(h["case_id"]) for h in refunds}) == len(called(support_run, "issue_refund"))
+    assert hits(cli, support_run, "delete_customer", "--system", "no-such-system") == []
+    assert len(hits(cli, support_run, "delete_customer", "--system", "support-agent")) == 6
+    # the cases that broke the no-deletion constraint are the ones that deleted
+    failed = hits(cli, support_run, "delete_customer", "--verdict", "agent_constraints_satisfied=fail")
+    assert {h["case_id"] for h in failed} == {c for _, c in called(support_run, "delete_customer")}
+    assert hits(cli, support_run, "delete_customer", "--verdict", "agent_constraints_satisfied=pass") == []
+    # a second run: newest first, and --run keeps one
+    assert cli("run", cwd=support_run).exit_code == 1
+    both = hits(cli, support_run, "delete_customer")
+    runs = list(dict.fromkeys(h["run_id"] for h in both))
+    latest = {h["run_id"] for h in hits(cli, support_run, "delete_customer", "--run", "latest")}
+    assert len(runs) == 2 and latest == {runs[0]}  # the newest run first
+    limited = hits(cli, support_run, "delete_customer", "--limit", "2")
+    assert len(limited) == 2 and {h["run_id"] for h in limited} == {runs[0]}
+
+
+@pytest.mark.parametrize("query", [
+    'a" OR 1=1; DROP TABLE events; --', "NEAR(", "*", "ord-009", "AND", '"', "x:y", "^", "   ",
+    "')); DELETE FROM events; --", "\x1b[31mred", "a" * 5000,
+])
+def test_hostile_or_malformed_queries_are_one_line_exit_2_and_change_nothing(cli, support_run, query):
+    before = events(support_run)
+    r = cli("search", query, cwd=support_run)
+    assert r.exit_code == 2
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in r.output
+    assert "\x1b" not in r.output  # the query is shown escaped
+    assert events(support_run) == before
+
+
+def test_bad_filters_are_refused_with_a_hint(cli, support_run):
+    r = cli("search", "refund", "--kind", "tool_cal", cwd=support_run)
+    assert r.exit_code == 2 and "did you mean 'tool_call'" in r.output
+    r = cli("search", "refund", "--verdict", "answer_correct", cwd=support_run)
+    assert r.exit_code == 2 and "CRITERION=VERDICT" in r.output
+    r = cli("search", "refund", "--verdict", "x=failed", cwd=support_run)
+    assert r.exit_code == 2 and "did you mean 'fail'" in r.output
+    r = cli("search", "refund", "--run", "nope", cwd=support_run)
+    assert r.exit_code == 2
+    r = cli("search", "refund", "--limit", "0", cwd=support_run)
+    assert r.exit_code == 2
+
+
+def test_a_query_phrase_finds_an_id_with_punctuation(cli, support_run):
+    found = hits(cli, support_run, '"ord-009"')
+    assert found and {h["case_id"] for h in found} == {"case_008"}
+
+
+def test_the_index_is_a_cache_rebuilt_identical_from_the_events(cli, support_run):
+    before = hits(cli, support_run, "refund OR delete_customer", "--limit", "1000")
+    conn = sqlite3.connect(log_path(support_run))
+    conn.execute("DELETE FROM search_steps")  # a damaged cache
+    conn.execute("INSERT INTO search_steps_fts (search_steps_fts) VALUES ('delete-all')")
+    conn.commit()
+    conn.close()
+    assert hits(cli, support_run, "refund OR delete_customer") == []
+    assert cli("audit", "rebuild", cwd=support_run).exit_code == 0
+    assert hits(cli, support_run, "refund OR delete_customer", "--limit", "1000") == before
+    # and the gate, a decision, never read it
+    assert cli("gate", "latest", cwd=support_run).exit_code == 1
+
+
+def test_replays_are_searchable_and_name_the_case_they_replay(cli, tmp_path):
+    import shutil
+
+    from conftest import EXAMPLES
+
+    project = tmp_path / "desk"
+    shutil.copytree(EXAMPLES / "stateful_agent", project, ignore=shutil.ignore_patterns("__pycache__", ".oloproof"))
+    assert cli("run", cwd=project).exit_code in (0, 1)  # its fault_recovery criterion replays issue_refund:error
+    found = hits(cli, project, "issue_refund", "--kind", "tool_result", "--limit", "1000")
+    replayed = [h for h in found if h["replay"]]
+    recorded = [h for h in found if not h["replay"]]
+    assert replayed and recorded
+    run_id = recorded[0]["run_id"]
+    assert {h["run_id"] for h in replayed} == {run_id}
+    assert {h["case_id"] for h in replayed} <= {h["case_id"] for h in recorded}
+    # the faulted results of the replays are found with the error they carry
+    faulted = hits(cli, project, "error", "--tool", "issue_refund", "--kind", "tool_result", "--limit", "1000")
+    assert {h["replay"] for h in faulted} & {h["replay"] for h in replayed} - {None}
+
+
+def test_recorded_text_is_shown_literally_never_as_markup_or_escapes(cli, tmp_path):
+    write(tmp_path / "oloproof.yaml", "system: {name: s, version: '1', callable: 'app:run', records: [agent_trajectory/v1]}\n"
+                                      "cases: cases.jsonl\nevaluators: []\n")
+    write(tmp_path / "cases.jsonl", '{"id": "c1", "input": {}}\n{"id": "c2", "input": {}}\n')
+    write(tmp_path / "app.py", '''
+from oloproof import current_case, system
+
+@system(name="s", version="1", records=("agent_trajectory/v1",))
+def run(case):
+    if case.id == "c2":
+        raise RuntimeError("boom [bold red]marked[/] \\x1b[2J cleared")
+    current_case().message("<script>alert(1)</script> [bold red]secret[/] \\x1b]8;;http://evil\\x1b\\\\link\\x1b]8;;\\x1b\\\\")
+    current_case().final("done")
+    current_case().finish("success")
+    return {"answer": "done"}
+''')
+    assert cli("run", cwd=tmp_path).exit_code == 0
+    r = cli("search", "secret", cwd=tmp_path)
+    assert r.exit_code == 0
+    assert "[bold red]secret[/]" in r.output and "<script>alert(1)</script>" in r.output
+    assert "\x1b" not in r.output and "\\u001b" in r.output  # shown as the JSON escape it is stored as
+    errors = hits(cli, tmp_path, "boom", "--kind", "error")
+    assert [(h["case_id"], h["step"]) for h in errors] == [("c2", None)]
+    r = cli("search", "boom", cwd=tmp_path)
+    assert "[bold red]marked[/]" in r.output and "\x1b" not in r.output and "\\x1b[2J" in r.output
+
+
+def test_a_log_written_before_the_index_says_how_to_build_it(cli, support_run):
+    conn = sqlite3.connect(log_path(support_run))
+    conn.execute("DROP TABLE search_steps_fts")
+    conn.execute("DROP TABLE search_steps")
+    conn.execute("DELETE FROM meta WHERE key = 'search_indexed_to'")
+    conn.commit()
+    conn.close()
+    r = cli("search", "delete_customer", cwd=support_run)
+    assert r.exit_code == 2 and "no search index yet" in r.output and "audit rebuild" in r.output
+    assert cli("audit", "rebuild", cwd=support_run).exit_code == 0
+    assert len(hits(cli, support_run, "delete_customer")) == 6
+
+
+def test_steps_written_by_another_process_not_indexed_yet_are_announced(cli, support_run):
+    conn = sqlite3.connect(log_path(support_run))
+    conn.execute("UPDATE meta SET value = '0' WHERE key = 'search_indexed_to'")
+    conn.execute("DELETE FROM search_steps")
+    conn.execute("INSERT INTO search_steps_fts (search_steps_fts) VALUES ('delete-all')")
+    conn.commit()
+    conn.close()
+    r = cli("search", "delete_customer", cwd=support_run)
+    assert r.exit_code == 0 and "no step matches" in r.output and "not indexed yet" in r.output
+    # the next writer catches up
+    assert cli("runs", "--pin", "latest", "base", cwd=support_run).exit_code == 0
+    assert len(hits(cli, support_run, "delete_customer")) == 6
+
+
+def test_an_import_is_searchable(cli, tmp_path):
+    line = {"resourceSpans": [{"resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "svc"}}]},
+                               "scopeSpans": [{"spans": [{
+                                   "traceId": "0af7651916cd43dd8448eb211c80319c", "spanId": "00f067aa0ba902b7",
+                                   "name": "execute_tool wipe_disk", "startTimeUnixNano": "1", "endTimeUnixNano": "2",
+                                   "attributes": [
+                                       {"key": "gen_ai.operation.name", "value": {"stringValue": "execute_tool"}},
+                                       {"key": "gen_ai.tool.name", "value": {"stringValue": "wipe_disk"}},
+                                       {"key": "gen_ai.tool.call.arguments", "value": {"stringValue": '{"disk": "sda"}'}}]}]}]}]}
+    write(tmp_path / "t.jsonl", json.dumps(line) + "\n")
+    assert cli("import", "otel", str(tmp_path / "t.jsonl"), cwd=tmp_path).exit_code == 0
+    found = hits(cli, tmp_path, "sda")
+    assert [(h["kind"], h["tool_name"], h["step"]) for h in found] == [("tool_call", "wipe_disk", 1)]
