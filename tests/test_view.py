@@ -323,3 +323,41 @@ def test_the_three_kinds_of_evidence_stand_side_by_side(cli, tmp_path, served, d
     assert "charge 2 2" in " ".join(columns[1].text.split())  # …while the payment applied twice
     assert "release class: FAIL_DUPLICATE_EFFECT" in columns[2].text
     assert "repair: keep one logical operation identity" in columns[2].text
+
+
+def test_the_search_box_finds_steps_offline_and_opens_their_case(cli, support_project, tmp_path, served, driver):
+    """Issue 16: a search box over every step's text (data/search.js, loaded on the first
+    search), hits linking to their case panels; recorded markup stays text."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    tools = support_project / "tools.py"
+    tools.write_text(tools.read_text().replace(
+        'return {"order_id": order_id, "deleted": True}',
+        'return {"order_id": order_id, "deleted": True, "note": "<img src=x onerror=window.PWNED=1><b>gone</b>"}'))
+    assert cli("run", cwd=support_project).exit_code == 1
+    assert cli("view", "latest", "--out", str(tmp_path / "report"), cwd=support_project).exit_code == 0
+    driver.get(served(tmp_path / "report"))
+    wait(driver, "#search")
+    box = driver.find_element(By.ID, "search")
+    box.send_keys("delete_customer", Keys.ENTER)
+    wait(driver, "#search-count")
+    assert driver.find_element(By.ID, "search-count").text == "6 steps in 3 cases match"
+    hits = driver.find_elements(By.CSS_SELECTOR, "#search-section a.hit")
+    assert sorted({a.text for a in hits}) == ["case_008", "case_012", "case_019"]
+    marks = driver.find_elements(By.CSS_SELECTOR, "#search-section mark")
+    assert marks and {m.text.lower() for m in marks} == {"delete_customer"}
+    # the recorded markup is text, never markup
+    assert "<img src=x onerror=window.PWNED=1><b>gone</b>" in driver.find_element(By.ID, "search-section").text
+    assert driver.find_elements(By.CSS_SELECTOR, "#search-section img, #search-section b") == []
+    assert driver.execute_script("return window.PWNED === undefined")
+    # a hit opens its case panel, the search kept
+    first = hits[0].get_attribute("data-case")
+    hits[0].click()
+    wait(driver, "#panel table")
+    assert driver.find_element(By.CSS_SELECTOR, "#panel h2").text == f"Case {first}"
+    assert driver.find_element(By.ID, "search").get_attribute("value") == "delete_customer"
+    # every word must match; nothing matches a word no step holds
+    driver.get(served(tmp_path / "report") + "#q=" + "refund%20zzzz")
+    wait(driver, "#search-count")
+    assert driver.find_element(By.ID, "search-count").text == "0 steps in 0 cases match"

@@ -7,25 +7,37 @@ from oloproof.cli.common import DB_HELP, check_output_path, handled, open_log, r
 
 @click.command("export")
 @click.argument("run")
-@click.option("--format", "fmt", type=click.Choice(["jsonl", "otlp-json"]), default="jsonl", show_default=True,
+@click.argument("file", required=False)
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "otlp-json", "sqlite"]), default="jsonl",
+              show_default=True,
               help="jsonl: the records with verdicts; otlp-json: OpenTelemetry GenAI spans, one trace per case "
-                   "(the Collector's file exporter format; 'oloproof import otel' reads it back).")
-@click.option("--out", "out", default="-", show_default=True, help="File to write ('-' for stdout).")
+                   "(the Collector's file exporter format; 'oloproof import otel' reads it back); sqlite: an "
+                   "analysis database (tables runs, cases, steps, verdicts, states, replays, pairs; docs/search.md).")
+@click.option("--out", "out", default=None, help="File to write ('-' for stdout, the default; FILE says the same).")
 @click.option("--db", metavar="PATH", help=DB_HELP)
 @handled
-def command(run: str, fmt: str, out: str, db: str | None) -> None:
+def command(run: str, file: str | None, fmt: str, out: str | None, db: str | None) -> None:
     """Export every case of a stored RUN: its agent_trajectory/v1 and environment_state/v1
     records and its verdicts, one JSON object a line — or, with --format otlp-json, as
-    OpenTelemetry spans for Jaeger, Phoenix or Langfuse (docs/otel.md).
+    OpenTelemetry spans for Jaeger, Phoenix or Langfuse (docs/otel.md) — or, with --format
+    sqlite, as an analysis database FILE for Datasette, pandas or any SQL client.
 
     \b
     Example:
       oloproof export latest --format jsonl --out run.jsonl
       oloproof export latest --format otlp-json --out traces.jsonl
+      oloproof export latest --format sqlite run.db
     """
+    from oloproof.errors import UsageError
     from oloproof.report.export import export_lines
     from oloproof.report.otlp import export_otlp_lines
 
+    if file is not None and out is not None and file != out:
+        raise UsageError(f"give the output file once: FILE {file!r} or --out {out!r}")
+    out = file or out or "-"
+    if fmt == "sqlite":
+        _export_sqlite(run, out, db)
+        return
     if out != "-":
         check_output_path(out, "--out")
     store = open_log(db)
@@ -42,3 +54,28 @@ def command(run: str, fmt: str, out: str, db: str | None) -> None:
         from oloproof.report.terminal import plural
 
         click.echo(f"wrote {plural(len(lines), 'record')} of run {run_id} to {out}", err=True)
+
+
+def _export_sqlite(run: str, out: str, db: str | None) -> None:
+    from pathlib import Path
+
+    from oloproof.app.analysis import export_analysis
+    from oloproof.errors import UsageError
+    from oloproof.report.terminal import plural
+
+    if out == "-":
+        raise UsageError("--format sqlite writes a database file: give its path, e.g. oloproof export latest "
+                         "--format sqlite run.db")
+    check_output_path(out, "FILE")
+    target = Path(out)
+    if target.exists() and not target.is_file():
+        raise UsageError(f"FILE {out}: exists and is not a regular file")
+    store = open_log(db)
+    try:
+        run_id = resolve_run(store, run)
+        counts = export_analysis(store, run_id, target)
+    finally:
+        store.close()
+    shown = ", ".join(f"{name} {n}" for name, n in counts.items())
+    click.echo(f"wrote the analysis database of run {run_id} to {out} ({plural(sum(counts.values()), 'row')}: {shown})",
+               err=True)

@@ -2,8 +2,9 @@
 
 The bundle is a folder: ``index.html`` (styles and script inlined, no CDN) and ``data/``:
 ``summary.js`` (criteria, metrics, slices, gate), ``index.js`` (one compact row per case for
-the filterable list) and ``cases-N.js`` (the case panels, CHUNK cases a file, loaded only
-when a case is opened). Data files are scripts, so the folder also works from ``file://``.
+the filterable list), ``cases-N.js`` (the case panels, CHUNK cases a file, loaded only
+when a case is opened) and ``search.js`` (each step's text, for the search box: loaded when
+a search is made, matched in the page, offline; :func:`search_rows`). Data files are scripts, so the folder also works from ``file://``.
 
 ``summary.js`` may carry the run's ``complete`` (bool), ``cases_committed`` and
 ``cases_expected``: with ``complete`` false the page opens with the banner "Incomplete run:
@@ -120,9 +121,10 @@ def write_run_data(data: Path, summary_data: dict[str, Any], details: Iterable[d
     tag = () if run is None else (run,)
     summary = {k: v for k, v in summary_data.items() if k != "cases"}
     (data / "summary.js").write_text(_js("summary", summary, *tag), encoding="utf-8")
-    rows, chunk, n = [], [], 0
+    rows, chunk, n, searched = [], [], 0, []
     for i, d in enumerate(details):
         rows.append([d["case_id"], i, [d["verdicts"][c][0] for c in criteria]])
+        searched.extend(search_rows(d))
         chunk.append(d)
         if len(chunk) == CHUNK:
             (data / f"cases-{n}.js").write_text(_js("chunk", n, chunk, *tag), encoding="utf-8")
@@ -132,7 +134,28 @@ def write_run_data(data: Path, summary_data: dict[str, Any], details: Iterable[d
     index = {"criteria": criteria, "cases": rows, "chunk_size": CHUNK,
              "position": {r[0]: r[1] for r in rows}}
     (data / "index.js").write_text(_js("index", index, *tag), encoding="utf-8")
+    (data / "search.js").write_text(_js("search", searched, *tag), encoding="utf-8")
     return len(rows)
+
+
+#: characters of a step's text the report's search box looks through (and shows)
+SEARCH_TEXT = 400
+
+
+def search_rows(detail: dict[str, Any]) -> list[list[Any]]:
+    """The rows of ``data/search.js`` for one case panel: ``[case_id, step, kind, tool, text]``
+    for every step (its tool, agents, arguments and result as JSON text, cut to
+    SEARCH_TEXT characters) and for the error that ended the case (step ``null``, kind
+    ``error``) — what the search box matches, without loading the case panels."""
+    case_id = detail["case_id"]
+    out: list[list[Any]] = []
+    for step in (detail.get("trajectory") or {}).get("steps", []):
+        parts = [x for x in (step.get("tool_name"), step.get("agent"), step.get("to_agent")) if x]
+        parts.extend(canonical_json(step[k]).decode() for k in ("arguments", "result") if step.get(k) is not None)
+        out.append([case_id, step.get("index"), step.get("kind"), step.get("tool_name"), " ".join(parts)[:SEARCH_TEXT]])
+    if detail.get("error"):
+        out.append([case_id, None, "error", None, str(detail["error"])[:SEARCH_TEXT]])
+    return out
 
 
 def write_bundle(out: Path, summary_data: dict[str, Any], details: Iterable[dict[str, Any]],

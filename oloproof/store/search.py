@@ -45,9 +45,9 @@ def ensure(db: Any) -> None:
     for _ in range(2):
         try:
             if not db[TABLE].exists():
+                # no secondary index: a search starts from the FTS5 match and reaches each row by
+                # its key; an index would only slow every insert down
                 db[TABLE].create(_COLUMNS, pk="pos", if_not_exists=True)
-                db[TABLE].create_index(["run_id", "case_id"], if_not_exists=True)
-                db[TABLE].create_index(["tool_name"], if_not_exists=True)
             if not db[FTS].exists():
                 db[TABLE].enable_fts(["text"], fts_version="FTS5", tokenize="unicode61 remove_diacritics 2")
             return

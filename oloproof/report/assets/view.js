@@ -11,7 +11,7 @@
   var COMPARE = document.body.getAttribute("data-mode") === "compare";
   var ROLES = COMPARE ? ["base", "candidate"] : [""];
   var state = { runs: {}, diff: null, page: null, pending: {}, shown: null };
-  ROLES.forEach(function (r) { state.runs[r] = { role: r, summary: null, index: null, chunks: {} }; });
+  ROLES.forEach(function (r) { state.runs[r] = { role: r, summary: null, index: null, chunks: {}, search: null }; });
   var t0 = performance.now();
   var PAGE = 100;
 
@@ -78,6 +78,7 @@
     summary: function (data, role) { var R = runOf(role); if (R) { R.summary = data; render(); } },
     index: function (data, role) { var R = runOf(role); if (R) { R.index = data; render(); } },
     chunk: function (n, cases, role) { var R = runOf(role); if (R) { R.chunks[n] = cases; render(); } },
+    search: function (rows, role) { var R = runOf(role); if (R) { R.search = rows; render(); } },
     diff: function (data, page) { state.diff = data; state.page = page; render(); }
   };
 
@@ -308,8 +309,61 @@
   }
 
   // A run's ordinary report: summary, filterable cases, the open case's panel.
+  // ---- the search box: every step's text (data/search.js, loaded on the first search),
+  // matched here, offline. A hit links to its case panel. Text is shown with textContent and
+  // the matches wrapped in <mark> elements: recorded markup stays text.
+  var SEARCH_SHOWN = 200;
+  function words(q) { return q.toLowerCase().split(/\s+/).filter(function (w) { return w; }); }
+  function snippet(text, ws) {
+    var low = text.toLowerCase(), spans = [];
+    ws.forEach(function (w) {
+      for (var i = low.indexOf(w); i >= 0; i = low.indexOf(w, i + w.length)) spans.push([i, i + w.length]);
+    });
+    spans.sort(function (a, b) { return a[0] - b[0]; });
+    var first = spans.length ? spans[0][0] : 0, from = Math.max(0, first - 60), to = Math.min(text.length, first + 160);
+    var out = el("span", { cls: "snippet" }), at = from;
+    if (from > 0) out.appendChild(document.createTextNode("…"));
+    spans.forEach(function (sp) {
+      if (sp[0] < at || sp[1] > to) return;
+      out.appendChild(document.createTextNode(text.slice(at, sp[0])));
+      out.appendChild(el("mark", { text: text.slice(sp[0], sp[1]) }));
+      at = sp[1];
+    });
+    out.appendChild(document.createTextNode(text.slice(at, to) + (to < text.length ? "…" : "")));
+    return out;
+  }
+  function renderSearch(root, p, R) {
+    var input = el("input", { id: "search", type: "search", placeholder: "search every step: tool, arguments, results, messages",
+                              size: "48" });
+    input.value = p.q || "";
+    var go = el("button", { id: "search-go", type: "submit", text: "search" });
+    var form = el("form", { cls: "controls", id: "search-form" }, [input, go]);
+    form.onsubmit = function (e) { e.preventDefault(); var q = params(); q.q = input.value; delete q.case; setParams(q); };
+    var section = el("section", { id: "search-section" }, [el("h2", { text: "Search" }), form]);
+    root.appendChild(section);
+    var ws = words(p.q || "");
+    if (!ws.length) return;
+    if (!R.search) { load(dataPath(R.role, "search.js")); section.appendChild(el("p", { cls: "loading", text: "loading…" })); return; }
+    var hits = R.search.filter(function (r) {
+      var hay = ((r[3] || "") + " " + r[4]).toLowerCase();
+      return ws.every(function (w) { return hay.indexOf(w) >= 0; });
+    });
+    var cases = {};
+    hits.forEach(function (r) { cases[r[0]] = true; });
+    section.appendChild(el("p", { id: "search-count", text: hits.length + " steps in " + Object.keys(cases).length +
+      " cases match" + (hits.length > SEARCH_SHOWN ? " (the first " + SEARCH_SHOWN + " shown)" : "") }));
+    if (!hits.length) return;
+    section.appendChild(table(["case", "step", "kind", "tool", "text"], hits.slice(0, SEARCH_SHOWN).map(function (r) {
+      var a = el("a", { cls: "case hit", text: r[0], "data-case": r[0] });
+      a.onclick = function () { var q = params(); q.case = r[0]; setParams(q); };
+      return [el("td", null, [a]), td(r[1] === null ? "end" : String(r[1])), td(r[2]), td(r[3] || "–"),
+              el("td", null, [snippet(r[4], ws)])];
+    })));
+  }
+
   function renderRun(root, p, R) {
     renderSummary(root, R);
+    renderSearch(root, p, R);
     renderCases(root, p, R);
     if (p.case) {
       var key = (p.view || "") + "\u0000" + p.case;
