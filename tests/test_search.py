@@ -232,3 +232,82 @@ def test_an_import_is_searchable(cli, tmp_path):
     assert cli("import", "otel", str(tmp_path / "t.jsonl"), cwd=tmp_path).exit_code == 0
     found = hits(cli, tmp_path, "sda")
     assert [(h["kind"], h["tool_name"], h["step"]) for h in found] == [("tool_call", "wipe_disk", 1)]
+
+
+def _steps_log(path: Path, cases: int, start: int = 0) -> SQLiteStore:
+    from oloproof.events import StepRecorded, encode, tag_of
+    from oloproof.store import StreamAppend
+
+    store = SQLiteStore(path)
+    for n in range(start, start + cases):
+        events = [StepRecorded(1, "tool_call", "refund", {"order_id": f"ord-{n}"}),
+                  StepRecorded(2, "tool_result", "refund", result={"ok": True})]
+        store.commit([StreamAppend(f"run/c{n}", 0, [encode(e) for e in events], [tag_of(e) for e in events])])
+    return store
+
+
+def indexed(path: Path) -> tuple[int, int, int]:
+    conn = sqlite3.connect(path)
+    try:
+        rows = conn.execute("SELECT count(*), count(DISTINCT pos) FROM search_steps").fetchone()
+        fts = conn.execute("SELECT count(*) FROM search_steps_fts WHERE search_steps_fts MATCH 'refund'").fetchone()[0]
+        return rows[0], rows[1], fts
+    finally:
+        conn.close()
+
+
+def test_two_writers_catching_up_index_every_step_once(tmp_path):
+    a = _steps_log(tmp_path / "log.db", 5)
+    b = _steps_log(tmp_path / "log.db", 5, start=5)
+    assert a.index_search() + b.index_search() == 20
+    a.commit([])
+    assert b.index_search() == 0 and a.index_search() == 0
+    a.close()
+    b.close()
+    assert indexed(tmp_path / "log.db") == (20, 20, 20)
+
+
+def test_a_catch_up_killed_midway_leaves_nothing_and_is_done_again(tmp_path, monkeypatch):
+    from oloproof.store import search as search_module
+
+    store = _steps_log(tmp_path / "log.db", 30000 // 2)  # more than one batch of rows
+    real = search_module.search_fields
+    calls = []
+
+    def dying(type_, payload):
+        calls.append(1)
+        if len(calls) == 25000:  # after the first batch was inserted
+            raise KeyboardInterrupt
+        return real(type_, payload)
+
+    monkeypatch.setattr(search_module, "search_fields", dying)
+    with pytest.raises(KeyboardInterrupt):
+        store.index_search()
+    assert indexed(tmp_path / "log.db") == (0, 0, 0)  # rolled back, cursor too
+    monkeypatch.setattr(search_module, "search_fields", real)
+    assert store.index_search() == 30000
+    store.close()
+    assert indexed(tmp_path / "log.db") == (30000, 30000, 30000)
+
+
+def test_the_index_tables_are_what_sqlite_utils_makes_and_it_finds_them(tmp_path):
+    import sqlite_utils
+
+    from oloproof.store import search as search_module
+
+    store = _steps_log(tmp_path / "log.db", 3)
+    store.index_search()
+    store.close()
+    db = sqlite_utils.Database(tmp_path / "log.db")
+    assert db["search_steps"].detect_fts() == "search_steps_fts"
+    assert [r["case_id"] for r in db["search_steps"].search("\"ord-1\"", columns=["case_id"])] == ["c1"]
+    # the same DDL sqlite-utils writes, on a fresh database
+    ref = sqlite_utils.Database(memory=True)
+    ref["search_steps"].create({"pos": int, "run_id": str, "case_id": str, "step": int, "kind": str,
+                                "tool_name": str, "replay": str, "text": str}, pk="pos")
+    ref["search_steps"].enable_fts(["text"], fts_version="FTS5", tokenize="unicode61 remove_diacritics 2")
+    ours = {t: db[t].schema for t in ("search_steps", "search_steps_fts")}
+    theirs = {t: ref[t].schema for t in ("search_steps", "search_steps_fts")}
+    norm = lambda sql: " ".join(sql.replace("IF NOT EXISTS ", "").split())  # noqa: E731
+    assert {t: norm(s) for t, s in ours.items()} == {t: norm(s) for t, s in theirs.items()}
+    assert len(search_module.SCHEMA) == 2

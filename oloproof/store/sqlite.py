@@ -107,7 +107,6 @@ class SQLiteStore(EventStore):
                 mode = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                 self._conn.execute(f"PRAGMA synchronous = {DURABILITY[durability]}")
                 self._prepare()
-                search.ensure(self.db)
         except sqlite3.DatabaseError as e:
             raise CorruptLogError(f"{self.path}: not a readable Oloproof log ({e})") from e
         except StoreError:
@@ -180,6 +179,8 @@ class SQLiteStore(EventStore):
         self._conn.execute("BEGIN IMMEDIATE")
         try:
             for statement in _split(_SCHEMA):
+                self._conn.execute(statement)
+            for statement in search.SCHEMA:
                 self._conn.execute(statement)
             self._conn.execute(
                 "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (SCHEMA_VERSION,)
