@@ -133,11 +133,8 @@ def test_a_query_phrase_finds_an_id_with_punctuation(cli, support_run):
 
 def test_the_index_is_a_cache_rebuilt_identical_from_the_events(cli, support_run):
     before = hits(cli, support_run, "refund OR delete_customer", "--limit", "1000")
-    conn = sqlite3.connect(log_path(support_run))
-    conn.execute("DELETE FROM search_steps")  # a damaged cache
-    conn.execute("INSERT INTO search_steps_fts (search_steps_fts) VALUES ('delete-all')")
-    conn.commit()
-    conn.close()
+    sql(support_run, "DELETE FROM search_steps",  # a damaged cache
+        "INSERT INTO search_steps_fts (search_steps_fts) VALUES ('delete-all')")
     assert hits(cli, support_run, "refund OR delete_customer") == []
     assert cli("audit", "rebuild", cwd=support_run).exit_code == 0
     assert hits(cli, support_run, "refund OR delete_customer", "--limit", "1000") == before
@@ -192,13 +189,17 @@ def run(case):
     assert "[bold red]marked[/]" in r.output and "\x1b" not in r.output and "\\x1b[2J" in r.output
 
 
-def test_a_log_written_before_the_index_says_how_to_build_it(cli, support_run):
-    conn = sqlite3.connect(log_path(support_run))
-    conn.execute("DROP TABLE search_steps_fts")
-    conn.execute("DROP TABLE search_steps")
-    conn.execute("DELETE FROM meta WHERE key = 'search_indexed_to'")
+def sql(project: Path, *statements: str) -> None:
+    conn = sqlite3.connect(log_path(project))
+    for statement in statements:
+        conn.execute(statement)
     conn.commit()
     conn.close()
+
+
+def test_a_log_written_before_the_index_says_how_to_build_it(cli, support_run):
+    sql(support_run, "DROP TABLE search_steps_fts", "DROP TABLE search_steps",
+        "DELETE FROM meta WHERE key = 'search_indexed_to'")
     r = cli("search", "delete_customer", cwd=support_run)
     assert r.exit_code == 2 and "no search index yet" in r.output and "audit rebuild" in r.output
     assert cli("audit", "rebuild", cwd=support_run).exit_code == 0
@@ -206,12 +207,8 @@ def test_a_log_written_before_the_index_says_how_to_build_it(cli, support_run):
 
 
 def test_steps_written_by_another_process_not_indexed_yet_are_announced(cli, support_run):
-    conn = sqlite3.connect(log_path(support_run))
-    conn.execute("UPDATE meta SET value = '0' WHERE key = 'search_indexed_to'")
-    conn.execute("DELETE FROM search_steps")
-    conn.execute("INSERT INTO search_steps_fts (search_steps_fts) VALUES ('delete-all')")
-    conn.commit()
-    conn.close()
+    sql(support_run, "UPDATE meta SET value = '0' WHERE key = 'search_indexed_to'", "DELETE FROM search_steps",
+        "INSERT INTO search_steps_fts (search_steps_fts) VALUES ('delete-all')")
     r = cli("search", "delete_customer", cwd=support_run)
     assert r.exit_code == 0 and "no step matches" in r.output and "not indexed yet" in r.output
     # the next writer catches up

@@ -217,52 +217,45 @@ class SQLiteStore(EventStore):
 
     def commit(self, appends: Sequence[StreamAppend], rows: Rows | None = None) -> None:
         self._writable()
-        conn = self._conn
         if self._outer:  # part of transaction(): its owner commits or rolls back
             self._write(appends, rows)
             return
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.DatabaseError as e:
-            raise StoreError(f"{self.path}: cannot start a write transaction ({e})") from e
-        try:
+        with self._immediate("cannot write the log ({}); the batch rolled back, nothing of it was written"):
             self._write(appends, rows)
-            conn.execute("COMMIT")
-        except sqlite3.OperationalError as e:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise StoreError(f"{self.path}: cannot write the log ({_reason(e)}); the batch rolled back, "
-                             "nothing of it was written") from e
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
         self._writable()
         if self._outer:
             raise StoreError(f"{self.path}: a transaction is already open")
+        with self._immediate("cannot write the log ({}); the transaction rolled back, nothing of it was written"):
+            self._outer = True
+            try:
+                yield
+            finally:
+                self._outer = False
+
+    @contextmanager
+    def _immediate(self, failed: str) -> Iterator[None]:
+        """One ``BEGIN IMMEDIATE`` transaction: committed when the block ends, rolled back if
+        it raises; SQLite's operational errors (a full disk, a lock held too long) become a
+        :class:`StoreError` (``failed`` with the reason in its ``{}``)."""
         conn = self._conn
         try:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.DatabaseError as e:
             raise StoreError(f"{self.path}: cannot start a write transaction ({e})") from e
-        self._outer = True
         try:
             yield
             conn.execute("COMMIT")
         except sqlite3.OperationalError as e:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            raise StoreError(f"{self.path}: cannot write the log ({_reason(e)}); the transaction rolled back, "
-                             "nothing of it was written") from e
+            raise StoreError(f"{self.path}: " + failed.format(_reason(e))) from e
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
-        finally:
-            self._outer = False
 
     def _write(self, appends: Sequence[StreamAppend], rows: Rows | None) -> None:
         conn = self._conn
@@ -471,24 +464,8 @@ class SQLiteStore(EventStore):
         return self._in_transaction(search.rebuild)
 
     def _in_transaction(self, fn: Callable[[sqlite3.Connection], int]) -> int:
-        conn = self._conn
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.DatabaseError as e:
-            raise StoreError(f"{self.path}: cannot start a write transaction ({e})") from e
-        try:
-            out = fn(conn)
-            conn.execute("COMMIT")
-            return out
-        except sqlite3.OperationalError as e:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise StoreError(f"{self.path}: cannot update the search index ({_reason(e)}); nothing of it was "
-                             "written") from e
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
+        with self._immediate("cannot update the search index ({}); nothing of it was written"):
+            return fn(self._conn)
 
     def search_steps(self, query: str, where: search.SearchFilter, limit: int) -> list[dict]:
         if not search.exists(self._conn):
