@@ -83,7 +83,7 @@ def test_filters_narrow_the_hits(cli, support_run):
     refunds = hits(cli, support_run, "refund", "--tool", "issue_refund", "--limit", "1000")
     assert refunds and {h["tool_name"] for h in refunds} == {"issue_refund"}
     assert len({(h["case_id"]) for h in refunds}) == len(called(support_run, "issue_refund"))
-    assert hits(cli, support_run, "delete_customer", "--system", "no-such-system") == []
+    assert cli("search", "delete_customer", "--system", "no-such-system", cwd=support_run).exit_code == 2
     assert len(hits(cli, support_run, "delete_customer", "--system", "support-agent")) == 6
     # the cases that broke the no-deletion constraint are the ones that deleted
     failed = hits(cli, support_run, "delete_customer", "--verdict", "agent_constraints_satisfied=fail")
@@ -309,3 +309,23 @@ def test_the_index_tables_are_what_sqlite_utils_makes_and_it_finds_them(tmp_path
     norm = lambda sql: "".join(sql.replace("IF NOT EXISTS ", "").translate(str.maketrans("", "", '[]"')).split())  # noqa: E731
     assert {t: norm(s) for t, s in ours.items()} == {t: norm(s) for t, s in theirs.items()}
     assert len(search_module.SCHEMA) == 2
+
+
+def test_a_misplaced_operator_is_explained_not_quoted(cli, support_run):
+    r = cli("search", "refund* AND NOT escalate", cwd=support_run)
+    assert r.exit_code == 2 and "NOT needs a word before it" in r.output and "quote it as a phrase" not in r.output
+    r = cli("search", "ord-009", cwd=support_run)
+    assert r.exit_code == 2 and "\"ord-009\"" in r.output and "quote it as a phrase" in r.output
+    assert hits(cli, support_run, "refund* NOT escalate", "--limit", "1000")
+
+
+def test_a_filter_naming_nothing_the_log_holds_is_a_typo_not_an_empty_answer(cli, support_run):
+    for args, hint in ((["--system", "nosuch"], "support-agent"),
+                       (["--tool", "delete_custmer"], "did you mean 'delete_customer'"),
+                       (["--verdict", "answer_correc=fail"], "did you mean 'answer_correct'")):
+        r = cli("search", "delete_customer", *args, cwd=support_run)
+        assert r.exit_code == 2 and hint in r.output, (args, r.output)
+    # a real name with no hit is an answer: exit 0
+    r = cli("search", "delete_customer", "--tool", "lookup_order", cwd=support_run)
+    assert r.exit_code == 0 and "no step matches" in r.output
+    assert len(hits(cli, support_run, "delete_customer", "--verdict", "agent_constraints_satisfied=FAIL")) == 6

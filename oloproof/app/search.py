@@ -73,7 +73,12 @@ def parse_verdict(text: str | None) -> tuple[str, str] | None:
     criterion, sep, verdict = text.partition("=")
     if not sep or not criterion.strip():
         raise UsageError(f"--verdict {text!r}: expected CRITERION=VERDICT, e.g. answer_correct=fail")
-    return criterion.strip(), _choice(verdict.strip(), VERDICTS, f"--verdict {criterion.strip()}=") or ""
+    verdict = verdict.strip().lower()
+    if verdict not in VERDICTS:
+        near = get_close_matches(verdict, VERDICTS, n=1)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        raise UsageError(f"--verdict {text!r}: the verdict must be one of {', '.join(VERDICTS)}{hint}")
+    return criterion.strip(), verdict
 
 
 def search_log(store: EventStore, query: str, *, run: str | None = None, system: str | None = None,
@@ -97,9 +102,36 @@ def search_log(store: EventStore, query: str, *, run: str | None = None, system:
     where = SearchFilter(run_ids=run_ids, system=system,
                          tool=tool, kind=_choice(kind, KINDS, "--kind"), verdict=parse_verdict(verdict))
     rows = store.search_steps(query, where, limit)
+    if not rows:
+        _check_filters(store, where)
     rank = {r: i for i, r in enumerate(dict.fromkeys(row["run_id"] for row in rows))}
     rows.sort(key=lambda row: (rank[row["run_id"]], row["pos"]))
     hits = [SearchHit(r["run_id"], r["case_id"], r["step"], r["kind"], r["tool_name"], r["snippet"] or "",
                       r["replay"]) for r in rows]
     systems = {h.run_id: (h.system_name, h.system_version) for h in run_headers(store) if h.run_id in rank}
     return SearchResult(query, hits, limit, store.search_lag(), systems)
+
+
+def _check_filters(store: EventStore, where: SearchFilter) -> None:
+    """No hit: a filter naming something the log never held is a typo, not an answer (exit 2,
+    with the names it does hold). Only asked when nothing matched, so a search pays nothing."""
+    from oloproof.app.runs import run_headers
+
+    def refuse(option: str, value: str, known: list[str]) -> None:
+        near = get_close_matches(value, known, n=1)
+        hint = f"did you mean {near[0]!r}? " if near else ""
+        shown = ", ".join(known[:10]) + (f", … {len(known) - 10} more" if len(known) > 10 else "")
+        raise UsageError(f"{option} {value!r}: the log holds none; {hint}({shown or 'none'})")
+
+    if where.system is not None:
+        systems = sorted({h.system_name for h in run_headers(store)})
+        if where.system not in systems:
+            refuse("--system", where.system, systems)
+    if where.tool is not None:
+        tools = store.search_names("tool_name")
+        if where.tool not in tools:
+            refuse("--tool", where.tool, tools)
+    if where.verdict is not None:
+        criteria = store.search_names("criterion")
+        if where.verdict[0] not in criteria:
+            refuse("--verdict", where.verdict[0], criteria)

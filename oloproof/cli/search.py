@@ -16,7 +16,8 @@ from oloproof.cli.common import DB_HELP, check_output_path, console, handled, op
                                              "final, handoff, observation, or error (a case that ended in one).")
 @click.option("--verdict", metavar="CRITERION=VERDICT",
               help="Only cases with this verdict under their run's configuration, e.g. answer_correct=fail.")
-@click.option("--limit", default=50, show_default=True, type=int, help="At most this many steps, the newest.")
+@click.option("--limit", default=50, show_default=True, type=int,
+              help="At most this many steps, the newest (1 to 10,000).")
 @click.option("--json", "json_path", metavar="FILE", help="Write the hits as JSON to FILE ('-' for stdout).")
 @click.option("--db", metavar="PATH", help=DB_HELP)
 @handled
@@ -24,14 +25,15 @@ def command(query: str, run: str | None, system: str | None, tool: str | None, k
             verdict: str | None, limit: int, json_path: str | None, db: str | None) -> None:
     """Find steps in every stored run and replay: tool calls and their arguments, tool
     results, messages, final answers, handoffs, errors. QUERY is SQLite FTS5 syntax: words
-    match anywhere, "quoted text" as a phrase (quote ids with - or :), AND / OR / NOT, prefix*.
+    match anywhere, "quoted text" as a phrase (quote ids with - or :), a AND b, a OR b, a NOT b,
+    prefix*.
     Each case hit names the 'oloproof show' command that reads it.
 
     \b
     Example:
       oloproof search delete_customer
       oloproof search '"ORD-1042"' --kind tool_call
-      oloproof search refunded --kind final --verdict agent_constraints_satisfied=fail
+      oloproof search issue_refund --kind tool_result --verdict agent_constraints_satisfied=fail
       oloproof search timeout --json hits.json
     """
     from oloproof.app.search import search_log

@@ -548,8 +548,10 @@ def cases_of_trace(spans: list[Span]) -> list[ImportedCase]:
     by_id: dict[str, Span] = {}
     for s in spans:
         if s.span_id in by_id:
-            raise _fail(s.where, f"span id {s.span_id} appears twice in trace {s.trace_id} (also at "
-                                 f"{by_id[s.span_id].where})")
+            other = by_id[s.span_id].where
+            raise _fail(s.where, f"span id {s.span_id} appears twice in trace {s.trace_id} "
+                                 + ("(the same place read twice: a file given twice?)" if other == s.where
+                                    else f"(also at {other})"))
         by_id[s.span_id] = s
     for s in spans:
         p, hops = s, 0

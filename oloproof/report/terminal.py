@@ -291,7 +291,7 @@ def summary_view(summary: Summary, *, run_id: str, system: str, min_support: int
     if summary.gate is not None:
         parts += [Text(f"gate: {summary.gate.decision}", style="bold"), gate_table(summary)]
     else:
-        parts.append(Text("gate: none (no release: in oloproof.yaml)"))
+        parts.append(Text("gate: none (the run's configuration has no release:)"))
     return Group(*parts)
 
 

@@ -243,6 +243,11 @@ class EventStore(abc.ABC):
 
         raise StoreError("searching needs the SQLite log")
 
+    def search_names(self, what: str) -> list[str]:
+        """The distinct tool names (``tool_name``) of the indexed steps, or the criteria
+        (``criterion``) of the stored verdicts: what a search filter may name."""
+        return []
+
     def search_lag(self) -> int:
         """Searchable events the index does not hold yet."""
         return 0

@@ -16,6 +16,7 @@ is always bound as a parameter; FTS5 reports a malformed one, which becomes
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +32,9 @@ REPLAY = "replay/"
 #: the snippet's highlight markers (private-use characters: no recorded text is parsed as
 #: markup; the report layer turns them into a style or into « »)
 MARK_ON, MARK_OFF = "\ue000", "\ue001"
+
+
+_OPERATOR = re.compile(r"(^|\s)(AND|OR|NOT|NEAR)(\s|\(|$)")
 
 
 class SearchQueryError(UsageError):
@@ -58,6 +62,13 @@ def exists(conn: sqlite3.Connection) -> bool:
 def indexed_to(conn: sqlite3.Connection) -> int:
     row = conn.execute("SELECT value FROM meta WHERE key = ?", (_CURSOR,)).fetchone()
     return int(row[0]) if row else 0
+
+
+def names(conn: sqlite3.Connection, what: str) -> list[str]:
+    """Distinct tool names of the index, or criteria of the ``verdicts`` view."""
+    sql = {"tool_name": f"SELECT DISTINCT tool_name FROM {TABLE} WHERE tool_name IS NOT NULL",
+           "criterion": "SELECT DISTINCT criterion FROM verdicts"}[what]
+    return sorted(r[0] for r in conn.execute(sql))
 
 
 def lag(conn: sqlite3.Connection) -> int:
@@ -150,11 +161,14 @@ def check_query(query: str) -> None:
         probe.execute("SELECT rowid FROM q WHERE q MATCH ?", (query,)).fetchall()
     except sqlite3.Error as e:
         message = repr(str(e).removeprefix("fts5: "))[1:-1]  # the query's own characters, escaped
-        phrase = '"' + query.replace('"', '""') + '"'
-        raise SearchQueryError(f"search query {query!r} is not valid FTS5 syntax ({message}); to find it as "
-                               f"typed, quote it as a phrase: {phrase!r}. Words match anywhere, \"quoted text\" "
-                               "as a phrase (quote anything with - : . or other punctuation), AND, OR, NOT and "
-                               "prefix* combine them") from None
+        if _OPERATOR.search(query):  # an operator misplaced: quoting would search for the operator's name
+            hint = ("operators go between words: a AND b, a OR b, a NOT b (NOT needs a word before it), "
+                    "NEAR(a b); a word ending in * matches a prefix")
+        else:
+            phrase = '"' + query.replace('"', '""') + '"'
+            hint = (f"to find it as typed, quote it as a phrase: {phrase!r} (quote anything with - : . or other "
+                    "punctuation)")
+        raise SearchQueryError(f"search query {query!r} is not valid FTS5 syntax ({message}); {hint}") from None
     finally:
         probe.close()
 

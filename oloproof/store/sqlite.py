@@ -473,6 +473,9 @@ class SQLiteStore(EventStore):
                              "builds one (or run 'oloproof audit rebuild')")
         return search.search(self._conn, query, where, limit)
 
+    def search_names(self, what: str) -> list[str]:
+        return search.names(self._conn, what) if search.exists(self._conn) else []
+
     def search_lag(self) -> int:
         return search.lag(self._conn) if search.exists(self._conn) else 0
 

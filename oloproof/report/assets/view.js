@@ -350,8 +350,10 @@
     });
     var cases = {};
     hits.forEach(function (r) { cases[r[0]] = true; });
-    section.appendChild(el("p", { id: "search-count", text: hits.length + " steps in " + Object.keys(cases).length +
-      " cases match" + (hits.length > SEARCH_SHOWN ? " (the first " + SEARCH_SHOWN + " shown)" : "") }));
+    var nc = Object.keys(cases).length;
+    section.appendChild(el("p", { id: "search-count", text: hits.length + (hits.length === 1 ? " step in " : " steps in ") +
+      nc + (nc === 1 ? " case" : " cases") + (hits.length === 1 ? " matches" : " match") +
+      (hits.length > SEARCH_SHOWN ? " (the first " + SEARCH_SHOWN + " shown)" : "") }));
     if (!hits.length) return;
     section.appendChild(table(["case", "step", "kind", "tool", "text"], hits.slice(0, SEARCH_SHOWN).map(function (r) {
       var a = el("a", { cls: "case hit", text: r[0], "data-case": r[0] });
