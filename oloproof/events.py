@@ -346,6 +346,11 @@ _SEARCH_REPLAY = msgspec.json.Decoder(_SearchReplay)
 SEARCHED_TYPES = ("step.v1", "case_finished.v1", "replay_finished.v1")
 
 
+#: the snippet's highlight markers (U+E000, U+E001: oloproof.store.search) never come from a
+#: recorded text, so a recorded value cannot fake a highlighted match
+_NO_MARKS = {0xE000: 0xFFFD, 0xE001: 0xFFFD}
+
+
 def _searchable(raw: bytes) -> str:
     # the JSON text of a value, its escapes undone where they would glue words ("a\nb")
     if b"\\" in raw:
@@ -362,10 +367,10 @@ def search_fields(type_: str, payload: bytes) -> tuple[int | None, str, str | No
         s = _SEARCH_STEP.decode(payload)
         parts = [x for x in (s.tool_name, s.agent, s.to_agent) if x]
         parts.extend(_searchable(bytes(r)) for r in (s.arguments, s.result) if r and bytes(r) != b"null")
-        return s.index, s.kind, s.tool_name, " ".join(parts)
+        return s.index, s.kind, s.tool_name, " ".join(parts).translate(_NO_MARKS)
     if type_ in ("case_finished.v1", "replay_finished.v1"):
         error = _SEARCH_END.decode(payload).error
-        return None if error is None else (None, "error", None, error)
+        return None if error is None else (None, "error", None, error.translate(_NO_MARKS))
     return None
 
 

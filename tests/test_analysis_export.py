@@ -103,6 +103,11 @@ def test_flatten_names_every_leaf():
     assert flatten({"a": {"b": [1, {"c": None}], "e": {}}, "d": "x"}) == [
         ("a.b[0]", 1), ("a.b[1].c", None), ("a.e", {}), ("d", "x")]
     assert flatten(3) == [("$", 3)]
+    # keys that look like paths are quoted: every leaf has its own path
+    tricky = {"a.b": 1, "a": {"b": 2}, "items[0]": 3, "items": [4], "$": 5, "": 6, 'q"': 7}
+    paths = [p for p, _ in flatten(tricky)]
+    assert paths == ['["a.b"]', "a.b", '["items[0]"]', "items[0]", '["$"]', '[""]', '["q\\""]']
+    assert len(set(paths)) == len(paths)
 
 
 def test_bad_targets_are_refused_and_nothing_partial_is_left(cli, support_project, monkeypatch):

@@ -115,7 +115,7 @@ def trace_id(n: int) -> str:
     return f"{n:032x}"
 
 
-def test_traces_spread_over_lines_and_files_come_out_whole_in_first_span_order(tmp_path):
+def test_traces_spread_over_lines_and_files_come_out_whole_in_the_order_they_end(tmp_path):
     a, b, c = trace_id(1), trace_id(2), trace_id(3)
     (tmp_path / "1.jsonl").write_bytes(b"\n".join([
         line(span(1, a), span(2, b)),          # a and b open
@@ -125,7 +125,7 @@ def test_traces_spread_over_lines_and_files_come_out_whole_in_first_span_order(t
     ]) + b"\n")
     (tmp_path / "2.jsonl").write_bytes(line(span(5, a), span(6, b)) + b"\n")  # a and b end in the next file
     out = [[s.span_id[-1] for s in t] for t in otlp.iter_traces([tmp_path / "1.jsonl", tmp_path / "2.jsonl"])]
-    assert out == [["1", "5"], ["2", "3", "6"], ["4"]]  # a, b, c: the order of their first span
+    assert out == [["4"], ["1", "5"], ["2", "3", "6"]]  # c, then a and b: the order they end in
 
 
 def test_a_trace_ended_is_handed_on_before_the_next_lines_are_read(tmp_path, monkeypatch):
@@ -143,6 +143,29 @@ def test_a_trace_ended_is_handed_on_before_the_next_lines_are_read(tmp_path, mon
     monkeypatch.setattr(otlp, "line_spans", spy)
     for k, trace in enumerate(otlp.iter_traces([tmp_path / "t.jsonl"]), start=1):
         assert read[-1] == k and len(trace) == 3  # yielded right after its own line
+
+
+def test_a_trace_open_from_first_line_to_last_holds_back_no_other(tmp_path, monkeypatch):
+    """A long-lived trace (its root on the first line, its end on the last) is the only one held:
+    every other trace is handed on right after its own line."""
+    long_trace = trace_id(99)
+    lines = [line(span(990, long_trace), *(span(10 + j, trace_id(1)) for j in range(3)))]
+    lines += [line(*(span(k * 10 + j, trace_id(k)) for j in range(3))) for k in range(2, 6)]
+    lines += [line(span(991, long_trace))]
+    (tmp_path / "t.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    read: list[int] = []
+    real = otlp.line_spans
+
+    def spy(raw, label, number):
+        read.append(number)
+        return real(raw, label, number)
+
+    monkeypatch.setattr(otlp, "line_spans", spy)
+    got = []
+    for trace in otlp.iter_traces([tmp_path / "t.jsonl"]):
+        got.append((trace[0].trace_id, read[-1]))
+    assert got[:5] == [(trace_id(k), k) for k in range(1, 6)]  # each right after its own line
+    assert got[5] == (long_trace, 6) and len(got) == 6
 
 
 def test_a_file_that_changes_between_the_two_passes_is_refused(tmp_path, monkeypatch):

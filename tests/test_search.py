@@ -329,3 +329,71 @@ def test_a_filter_naming_nothing_the_log_holds_is_a_typo_not_an_empty_answer(cli
     r = cli("search", "delete_customer", "--tool", "lookup_order", cwd=support_run)
     assert r.exit_code == 0 and "no step matches" in r.output
     assert len(hits(cli, support_run, "delete_customer", "--verdict", "agent_constraints_satisfied=FAIL")) == 6
+
+
+@pytest.mark.parametrize("args", [
+    ["search", "delete_customer", "--json", ".oloproof/log.db"],
+    ["export", "latest", "--format", "sqlite", ".oloproof/log.db"],
+    ["export", "latest", "--out", ".oloproof/log.db"],
+    ["export", "latest", "--format", "otlp-json", "--out", ".oloproof/log.db"],
+    ["eval", "latest", "--json", ".oloproof/log.db"],
+])
+def test_no_output_ever_replaces_the_log(cli, support_run, args):
+    before = events(support_run)
+    r = cli(*args, cwd=support_run)
+    assert r.exit_code == 2 and "is an Oloproof event log" in r.output
+    assert events(support_run) == before and cli("audit", "verify", cwd=support_run).exit_code == 0
+
+
+def test_a_tool_name_cannot_forge_lines_and_recorded_markers_never_highlight(cli, tmp_path):
+    write(tmp_path / "oloproof.yaml", "system: {name: s, version: '1', callable: 'app:run', records: [agent_trajectory/v1]}\n"
+                                      "cases: cases.jsonl\nevaluators: []\n")
+    write(tmp_path / "cases.jsonl", '{"id": "c1", "input": {}}\n')
+    write(tmp_path / "app.py", '''
+from oloproof import current_case, system
+
+@system(name="s", version="1", records=("agent_trajectory/v1",))
+def run(case):
+    current_case().step("tool_call", tool_name="benign\\n  case case_999   oloproof show x case_999\\u2028",
+                        arguments={"q": "zzforge \\ue000fake\\ue001 \\u00abalso\\u00bb"})
+    current_case().finish("success")
+    return {"answer": "done"}
+''')
+    assert cli("run", cwd=tmp_path).exit_code == 0
+    r = cli("search", "zzforge", cwd=tmp_path)
+    assert r.exit_code == 0
+    assert not any(line.startswith("  case case_999") for line in r.output.splitlines())
+    assert "benign\\n" in r.output and "\u2028" not in r.output
+    [hit] = hits(cli, tmp_path, "zzforge")
+    assert hit["snippet"].count("«") == 2  # the match itself, and the recorded «also»
+    assert "«zzforge»" in hit["snippet"] and "\ue000" not in hit["snippet"] and "«fake»" not in hit["snippet"]
+
+
+def test_a_damaged_index_is_a_clear_error_that_rebuild_repairs(cli, support_run):
+    sql(support_run, "UPDATE search_steps SET kind = NULL, tool_name = NULL")
+    r = cli("search", "delete_customer", cwd=support_run)
+    assert r.exit_code == 0 and "step 11" in r.output  # shown with what is left
+    sql(support_run, "UPDATE search_steps_fts_config SET v = 99 WHERE k = 'version'")
+    r = cli("search", "delete_customer", cwd=support_run)
+    assert r.exit_code == 2 and "audit rebuild" in r.output and "Traceback" not in r.output
+    assert cli("audit", "rebuild", cwd=support_run).exit_code == 0
+    assert len(hits(cli, support_run, "delete_customer")) == 6
+    # pages so damaged that FTS5 cannot even open the table to drop it
+    sql(support_run, "UPDATE search_steps_fts_data SET block = randomblob(300)")
+    r = cli("search", "delete_customer", cwd=support_run)
+    assert r.exit_code in (0, 2) and "Traceback" not in r.output and "internal error" not in r.output
+    assert cli("audit", "rebuild", cwd=support_run).exit_code == 0
+    assert len(hits(cli, support_run, "delete_customer")) == 6
+    assert cli("audit", "verify", cwd=support_run).exit_code == 0
+    conn = sqlite3.connect(log_path(support_run))
+    assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    conn.close()
+
+
+def test_a_search_past_its_time_limit_stops_with_exit_2(cli, support_run, monkeypatch):
+    from oloproof.store import search as search_module
+
+    monkeypatch.setattr(search_module, "SEARCH_SECONDS", -1)  # every query is already past it
+    monkeypatch.setattr(search_module, "PROGRESS_STEPS", 1)
+    r = cli("search", "refund* OR delete* OR lookup*", cwd=support_run)
+    assert r.exit_code == 2 and "took longer than" in r.output

@@ -244,3 +244,18 @@ def test_a_keyed_store_chains_with_hmac_and_refuses_the_wrong_scheme(tmp_path):
     ro = SQLiteStore(tmp_path / "log.db", readonly=True)
     assert ro.key_problem and "keyed" in ro.key_problem
     ro.close()
+
+
+def test_a_writer_waiting_too_long_on_the_lock_says_so(tmp_path, monkeypatch):
+    import oloproof.store.sqlite as sqlite_store
+    from oloproof.errors import StoreError
+
+    SQLiteStore(tmp_path / "log.db").close()
+    holder = SQLiteStore(tmp_path / "log.db")
+    monkeypatch.setattr(sqlite_store, "BUSY_SECONDS", 0.2)
+    try:
+        with holder.transaction():  # a long import holding the write lock
+            with pytest.raises(StoreError, match="locked by another writer .* more than 0.2 s"):
+                SQLiteStore(tmp_path / "log.db")
+    finally:
+        holder.close()

@@ -361,3 +361,8 @@ def test_the_search_box_finds_steps_offline_and_opens_their_case(cli, support_pr
     driver.get(served(tmp_path / "report") + "#q=" + "refund%20zzzz")
     wait(driver, "#search-count")
     assert driver.find_element(By.ID, "search-count").text == "0 steps in 0 cases match"
+    # a malformed link does not break the page
+    driver.get("about:blank")
+    driver.get(served(tmp_path / "report") + "#q=%&case=%E0%A4%A")
+    wait(driver, "#search")
+    assert driver.find_element(By.ID, "criteria") and driver.execute_script("return document.body.dataset.ready") == "1"

@@ -8,6 +8,8 @@ first tool, the cases whose final state differs at a path — never for decision
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +24,25 @@ def _json(value: Any) -> str | None:
     return None if value is None else canonical_json(msgspec.to_builtins(value)).decode()
 
 
+_PLAIN_KEY = re.compile(r"[^.\[\]\"$]+")
+
+
+def _key(path: str, key: Any) -> str:
+    key = str(key)
+    if _PLAIN_KEY.fullmatch(key):
+        return f"{path}.{key}" if path else key
+    return f"{path}[{json.dumps(key, ensure_ascii=False)}]"  # a key with . [ ] " or $, or empty: quoted
+
+
 def flatten(value: Any, path: str = "") -> list[tuple[str, Any]]:
-    """The leaves of a JSON value with their paths (``orders.ord-001.status``, ``items[0]``);
-    an empty object or list is a leaf of its own."""
+    """The leaves of a JSON value with their paths (``orders.ord-001.status``, ``items[0]``;
+    a key holding ``.``, ``[``, ``]``, ``"`` or ``$``, or an empty one, quoted:
+    ``["a.b"]``), one path per leaf; an empty object or list is a leaf of its own; the whole
+    value when it is no container is ``$``."""
     if isinstance(value, dict) and value:
         out = []
         for key, item in value.items():
-            out.extend(flatten(item, f"{path}.{key}" if path else str(key)))
+            out.extend(flatten(item, _key(path, key)))
         return out
     if isinstance(value, (list, tuple)) and value:
         out = []

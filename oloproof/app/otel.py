@@ -82,7 +82,8 @@ def _mapped(files: list[Path], run_id: str, spans: list[int]) -> Iterator[_Mappe
                 fingerprint = case_fingerprint(case.input, None, {})
                 payloads, types = _case_events(run_id, position, case, fingerprint)
             except Exception as e:  # noqa: BLE001 - a trajectory the spans cannot make: located
-                raise CaseFileError(f"{where}: case {case.case_id!r}: {str(e)[:300]}") from None
+                raise CaseFileError(f"{where}: case {case.case_id!r}: "
+                                    f"{str(e).removeprefix(f'case {case.case_id!r}: ')[:300]}") from None
             position += 1
             yield _Mapped(case, where, fingerprint, payloads, types)
 

@@ -285,9 +285,24 @@ def check_output_path(path: str, option: str = "--json") -> None:
     target = Path(path)
     if not path or target.is_dir():
         raise UsageError(f"{option} {path}: is a folder; name a file")
+    _refuse_log(path, option)
     _check_parent(path, option, target)
     if target.exists() and not os.access(target, os.W_OK):
         raise UsageError(f"{option} {path}: file is not writable")
+
+
+def _refuse_log(path: str, option: str) -> None:
+    from oloproof.store.sqlite import is_event_log
+
+    if is_event_log(Path(path)):
+        raise UsageError(f"{option} {printable_path(path)}: is an Oloproof event log; writing there would replace "
+                         "it. Name another file")
+
+
+def printable_path(path: str) -> str:
+    from oloproof.report.terminal import printable
+
+    return printable(path).replace("\n", "\\n")
 
 
 def check_output_folder(path: str, option: str = "--out") -> None:
@@ -319,6 +334,7 @@ def write_text(path: str, text: str) -> None:
         sys.stdout.flush()  # a full disk behind stdout is an error, not a silent loss
         return
     target = Path(path)
+    _refuse_log(path, "output")  # checked again at the end: never replace the log
     if target.exists() and not target.is_file():  # a device or a pipe: written in place, never replaced
         with open(target, "w", encoding="utf-8") as fh:
             fh.write(text)

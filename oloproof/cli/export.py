@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import click
 
-from oloproof.cli.common import DB_HELP, check_output_path, handled, open_log, resolve_run, write_text
+from oloproof.cli.common import DB_HELP, check_output_path, handled, open_log, printable_path, resolve_run, write_text
 
 
 @click.command("export")
@@ -77,5 +77,5 @@ def _export_sqlite(run: str, out: str, db: str | None) -> None:
     finally:
         store.close()
     shown = ", ".join(f"{name} {n}" for name, n in counts.items())
-    click.echo(f"wrote the analysis database of run {run_id} to {out} ({plural(sum(counts.values()), 'row')}: {shown})",
-               err=True)
+    click.echo(f"wrote the analysis database of run {run_id} to {printable_path(out)} "
+               f"({plural(sum(counts.values()), 'row')}: {shown})", err=True)

@@ -463,41 +463,34 @@ def iter_spans(path: Path) -> Iterator[Span]:
 
 
 def iter_traces(files: list[Path]) -> Iterator[list[Span]]:
-    """Every trace of ``files`` (its spans may be spread over lines and files), in the order
-    of their first span, each as soon as its last line is read and the traces before it are
-    done: a first pass reads only the trace ids (where each trace ends), so only the traces
-    still open are held in memory, never the whole files."""
-    first: dict[str, int] = {}
+    """Every trace of ``files`` (its spans may be spread over lines and files), each as soon as
+    its last line is read — in the order the traces end. A first pass reads only the trace ids
+    (where each trace ends), so only the traces still open are held in memory, never the whole
+    files: a long-lived trace that ends on the last line holds back nothing but itself."""
     last: dict[str, tuple[int, int]] = {}
     for f, path in enumerate(files):
         label = str(path)
         for number, line in iter_lines(path):
             for trace in line_trace_ids(line, label, number):
-                if trace not in first:
-                    first[trace] = len(first)
                 last[trace] = (f, number)
     ends: dict[tuple[int, int], list[str]] = {}
     for trace, at in last.items():
         ends.setdefault(at, []).append(trace)
+    expected = len(last)
     del last
     open_: dict[str, list[Span]] = {}
-    done: dict[int, list[Span]] = {}
-    following = 0
+    done = 0
     for f, path in enumerate(files):
         label = str(path)
         for number, line in iter_lines(path):
             for span in line_spans(line, label, number):
-                if span.trace_id not in first:
-                    raise _changed(span.where)
                 open_.setdefault(span.trace_id, []).append(span)
             for trace in ends.pop((f, number), ()):
                 if trace not in open_:
                     raise _changed(f"{label}:{number}")
-                done[first[trace]] = open_.pop(trace)
-            while following in done:
-                yield done.pop(following)
-                following += 1
-    if open_ or ends or following != len(first):
+                done += 1
+                yield open_.pop(trace)
+    if open_ or ends or done != expected:
         raise _changed(", ".join(map(str, files)))
 
 

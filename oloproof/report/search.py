@@ -14,6 +14,11 @@ from oloproof.report.terminal import plural, printable
 from oloproof.store.search import MARK_OFF, MARK_ON
 
 
+def _line(value: Any) -> str:
+    """Recorded text on one line: a newline in a tool's name cannot fake a hit below it."""
+    return printable(value).replace("\n", "\\n")
+
+
 def _snippet(snippet: str) -> Text:
     out = Text()
     on = False
@@ -27,7 +32,7 @@ def search_view(result: Any) -> Group:
     """``result``: an :class:`oloproof.app.search.SearchResult`."""
     parts: list[Any] = []
     cases = result.cases()
-    query = printable(result.query)
+    query = _line(result.query)
     if not result.hits:
         parts.append(Text(f"no step matches {query!r}"))
     else:
@@ -40,15 +45,15 @@ def search_view(result: Any) -> Group:
             run, case = hit.run_id, None
             system, version = result.systems.get(run, ("?", "?"))
             parts.append(Text(""))
-            parts.append(Text(f"run {printable(run)}  {printable(system)} {printable(version)}", style="bold"))
+            parts.append(Text(f"run {_line(run)}  {_line(system)} {_line(version)}", style="bold"))
         if hit.case_id != case:
             case = hit.case_id
             command = f"oloproof show {shlex.quote(run)} {shlex.quote(case)}"
-            parts.append(Text.assemble("  case ", (printable(case), "bold"), f"   {printable(command)}"))
+            parts.append(Text.assemble("  case ", (_line(case), "bold"), f"   {_line(command)}"))
         where = f"step {hit.step}" if hit.step is not None else "end"
         if hit.replay:
-            where = f"replay {printable(hit.replay)[:12]} {where}"
-        line = Text(f"    {where:<10} {hit.kind:<11} {printable(hit.tool_name or '-'):<18} ")
+            where = f"replay {_line(hit.replay)[:12]} {where}"
+        line = Text(f"    {where:<10} {_line(hit.kind or '?'):<11} {_line(hit.tool_name or '-'):<18} ")
         line.append_text(_snippet(hit.snippet))
         parts.append(line)
     if result.lag:

@@ -61,9 +61,10 @@ def _num(x: Any) -> str:
 
 
 #: characters a terminal would act on rather than show: C0 and C1 controls (escape sequences,
-#: clear screen, hyperlinks) except newline and tab, and the bidirectional overrides that
-#: reorder what is shown
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+#: clear screen, hyperlinks) except newline and tab, the bidirectional overrides that
+#: reorder what is shown, the Unicode line and paragraph separators, and the invisible
+#: zero-width space and byte-order mark
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff]")
 
 
 def printable(value: Any) -> str:

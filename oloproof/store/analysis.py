@@ -49,6 +49,10 @@ def write_analysis(path: Path, rows: dict[str, Iterable[dict[str, Any]]]) -> int
     failure leaves no partial file); returns the number of rows written."""
     import sqlite_utils
 
+    from oloproof.store.sqlite import is_event_log
+
+    if is_event_log(path):
+        raise StoreError(f"{path}: is an Oloproof event log; the analysis database would replace it")
     scratch = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     scratch.unlink(missing_ok=True)
     written = 0

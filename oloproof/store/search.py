@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,9 @@ from oloproof.events import SEARCHED_TYPES, replayed_stream, search_fields
 TABLE = "search_steps"
 FTS = TABLE + "_fts"
 _CURSOR = "search_indexed_to"
+#: a search stops after this long (a query of many prefix* terms over a large log): exit 2
+SEARCH_SECONDS = 10
+PROGRESS_STEPS = 20_000  # SQLite steps between two looks at the clock
 _BATCH = 20_000
 REPLAY = "replay/"
 #: the snippet's highlight markers (private-use characters: no recorded text is parsed as
@@ -137,8 +141,25 @@ def _replayed(conn: sqlite3.Connection, stream: str) -> tuple[str, str] | None:
 
 def rebuild(conn: sqlite3.Connection) -> int:
     """Drop every row and index the whole log again (the caller holds the write transaction)."""
-    conn.execute(f"DELETE FROM {TABLE}")
-    conn.execute(f"INSERT INTO {FTS} ({FTS}) VALUES ('delete-all')")
+    # dropped and made again, not emptied: a damaged FTS5 table may refuse its own 'delete-all'
+    try:
+        conn.execute(f"DROP TABLE IF EXISTS {FTS}")
+    except sqlite3.DatabaseError:
+        # FTS5 opens a table to drop it, and cannot open one whose pages were damaged: its entry
+        # is taken out of the schema (a new schema version, so the connection reads it again)
+        # and its shadow tables, plain tables, dropped. Only the derived index is touched.
+        version = conn.execute("PRAGMA schema_version").fetchone()[0]
+        conn.execute("PRAGMA writable_schema = ON")
+        try:
+            conn.execute("DELETE FROM sqlite_master WHERE type = 'table' AND name = ?", (FTS,))
+            conn.execute(f"PRAGMA schema_version = {int(version) + 1}")
+        finally:
+            conn.execute("PRAGMA writable_schema = OFF")
+        for shadow in ("data", "idx", "docsize", "config", "content"):
+            conn.execute(f"DROP TABLE IF EXISTS {FTS}_{shadow}")
+    conn.execute(f"DROP TABLE IF EXISTS {TABLE}")
+    for statement in SCHEMA:
+        conn.execute(statement)
     conn.execute("DELETE FROM meta WHERE key = ?", (_CURSOR,))
     return catch_up(conn)
 
@@ -198,9 +219,24 @@ def search(conn: sqlite3.Connection, query: str, where: SearchFilter, limit: int
     sql.append(f"ORDER BY {FTS}.rowid DESC LIMIT ?")
     args.append(limit)
     check_query(query)
+    deadline = time.monotonic() + SEARCH_SECONDS
+    # called by SQLite every PROGRESS_STEPS steps: the query stops past the deadline, and on Ctrl-C
+    # (the signal is taken while this Python callback runs, and aborts the query)
+    conn.set_progress_handler(lambda: time.monotonic() > deadline, PROGRESS_STEPS)
     try:
         rows = conn.execute(" ".join(sql), args).fetchall()
     except sqlite3.OperationalError as e:
-        raise StoreError(f"cannot search the log ({e})") from e
+        if time.monotonic() <= deadline and str(e) == "interrupted":
+            raise KeyboardInterrupt from None  # Ctrl-C: exit 130, as anywhere else
+        if time.monotonic() > deadline:
+            raise SearchQueryError(f"search query {query!r} took longer than {SEARCH_SECONDS} s and was stopped; "
+                                   "narrow it (fewer prefix* terms, a phrase, --run, --tool or --kind)") from None
+        raise StoreError(f"the search index cannot be read ({e}); 'oloproof audit rebuild' rebuilds it from "
+                         "the events") from e
+    except sqlite3.DatabaseError as e:  # a damaged index: a cache, rebuilt from the events
+        raise StoreError(f"the search index cannot be read ({e}); 'oloproof audit rebuild' rebuilds it from "
+                         "the events") from e
+    finally:
+        conn.set_progress_handler(None, 0)
     keys = ("pos", "run_id", "case_id", "step", "kind", "tool_name", "replay", "snippet")
     return [dict(zip(keys, r)) for r in rows]

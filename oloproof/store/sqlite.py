@@ -53,6 +53,9 @@ CREATE INDEX IF NOT EXISTS events_roots ON events (stream) WHERE seq = 0 AND ins
 """ + "\n".join(sql.replace("CREATE TRIGGER", "CREATE TRIGGER IF NOT EXISTS") for sql in _TRIGGERS.values())
 
 
+#: how long a writer waits for another one's transaction (a long import holds the lock throughout)
+BUSY_SECONDS = 60.0
+
 _VERDICTS_VIEW = """
 CREATE VIEW IF NOT EXISTS verdicts AS
 SELECT e.run_id, e.case_id, j.key AS criterion, json_extract(j.value, '$[0]') AS verdict,
@@ -100,13 +103,19 @@ class SQLiteStore(EventStore):
             if readonly:
                 self._conn = _connect_readonly(self.path)
             else:
-                self._conn = sqlite3.connect(str(self.path), isolation_level=None, timeout=60.0)
-            self._conn.execute("PRAGMA busy_timeout = 60000")
+                self._conn = sqlite3.connect(str(self.path), isolation_level=None, timeout=BUSY_SECONDS)
+            self._conn.execute(f"PRAGMA busy_timeout = {int(BUSY_SECONDS * 1000)}")
             self._check()  # before anything could change the file (a foreign one stays as it was)
             if not readonly:
                 mode = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                 self._conn.execute(f"PRAGMA synchronous = {DURABILITY[durability]}")
                 self._prepare()
+        except sqlite3.OperationalError as e:
+            if "locked" in str(e) or "busy" in str(e):
+                self._conn.close()
+                raise StoreError(f"{self.path}: the log is locked by another writer (a run or an import) for "
+                                 f"more than {BUSY_SECONDS:g} s; try again when it has finished") from e
+            raise CorruptLogError(f"{self.path}: not a readable Oloproof log ({e})") from e
         except sqlite3.DatabaseError as e:
             raise CorruptLogError(f"{self.path}: not a readable Oloproof log ({e})") from e
         except StoreError:
@@ -486,6 +495,26 @@ class SQLiteStore(EventStore):
             with suppress(Exception):
                 self.index_search()
         self._conn.close()
+
+
+def is_event_log(path: Path) -> bool:
+    """Whether ``path`` is (or links to) an Oloproof event log: an output must never replace
+    one (``--json .oloproof/log.db``)."""
+    try:
+        target = Path(path).resolve()
+        if not target.is_file():
+            return False
+        with target.open("rb") as f:
+            if f.read(16) != b"SQLite format 3\x00":
+                return False
+        conn = sqlite3.connect("file:" + quote(str(target)) + "?mode=ro", uri=True)
+        try:
+            names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            conn.close()
+        return {"events", "meta"} <= names
+    except (OSError, sqlite3.Error):
+        return False
 
 
 def _connect_readonly(path: Path) -> sqlite3.Connection:

@@ -87,7 +87,8 @@
     location.hash.replace(/^#/, "").split("&").forEach(function (kv) {
       if (!kv) return;
       var i = kv.indexOf("=");
-      out[decodeURIComponent(kv.slice(0, i))] = decodeURIComponent(kv.slice(i + 1));
+      try { out[decodeURIComponent(kv.slice(0, i))] = decodeURIComponent(kv.slice(i + 1)); }
+      catch (e) { /* a malformed link (#q=%): that part is ignored */ }
     });
     return out;
   }
