@@ -128,11 +128,8 @@ def test_traces_spread_over_lines_and_files_come_out_whole_in_the_order_they_end
     assert out == [["4"], ["1", "5"], ["2", "3", "6"]]  # c, then a and b: the order they end in
 
 
-def test_a_trace_ended_is_handed_on_before_the_next_lines_are_read(tmp_path, monkeypatch):
-    """Only the traces still open are held: a trace whose last line was read (and every trace
-    before it) is yielded before the reader goes on."""
-    lines = [line(*(span(k * 10 + j, trace_id(k)) for j in range(3))) for k in range(1, 6)]
-    (tmp_path / "t.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+def lines_read(monkeypatch) -> list[int]:
+    """The numbers of the lines the second pass has read so far, as it reads them."""
     read: list[int] = []
     real = otlp.line_spans
 
@@ -141,6 +138,15 @@ def test_a_trace_ended_is_handed_on_before_the_next_lines_are_read(tmp_path, mon
         return real(raw, label, number)
 
     monkeypatch.setattr(otlp, "line_spans", spy)
+    return read
+
+
+def test_a_trace_ended_is_handed_on_before_the_next_lines_are_read(tmp_path, monkeypatch):
+    """Only the traces still open are held: a trace whose last line was read (and every trace
+    before it) is yielded before the reader goes on."""
+    lines = [line(*(span(k * 10 + j, trace_id(k)) for j in range(3))) for k in range(1, 6)]
+    (tmp_path / "t.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    read = lines_read(monkeypatch)
     for k, trace in enumerate(otlp.iter_traces([tmp_path / "t.jsonl"]), start=1):
         assert read[-1] == k and len(trace) == 3  # yielded right after its own line
 
@@ -153,14 +159,7 @@ def test_a_trace_open_from_first_line_to_last_holds_back_no_other(tmp_path, monk
     lines += [line(*(span(k * 10 + j, trace_id(k)) for j in range(3))) for k in range(2, 6)]
     lines += [line(span(991, long_trace))]
     (tmp_path / "t.jsonl").write_bytes(b"\n".join(lines) + b"\n")
-    read: list[int] = []
-    real = otlp.line_spans
-
-    def spy(raw, label, number):
-        read.append(number)
-        return real(raw, label, number)
-
-    monkeypatch.setattr(otlp, "line_spans", spy)
+    read = lines_read(monkeypatch)
     got = []
     for trace in otlp.iter_traces([tmp_path / "t.jsonl"]):
         got.append((trace[0].trace_id, read[-1]))

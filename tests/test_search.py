@@ -162,9 +162,13 @@ def test_replays_are_searchable_and_name_the_case_they_replay(cli, tmp_path):
     assert {h["replay"] for h in faulted} & {h["replay"] for h in replayed} - {None}
 
 
+def tiny_project(folder: Path) -> None:
+    write(folder / "oloproof.yaml", "system: {name: s, version: '1', callable: 'app:run', records: [agent_trajectory/v1]}\n"
+                                    "cases: cases.jsonl\nevaluators: []\n")
+
+
 def test_recorded_text_is_shown_literally_never_as_markup_or_escapes(cli, tmp_path):
-    write(tmp_path / "oloproof.yaml", "system: {name: s, version: '1', callable: 'app:run', records: [agent_trajectory/v1]}\n"
-                                      "cases: cases.jsonl\nevaluators: []\n")
+    tiny_project(tmp_path)
     write(tmp_path / "cases.jsonl", '{"id": "c1", "input": {}}\n{"id": "c2", "input": {}}\n')
     write(tmp_path / "app.py", '''
 from oloproof import current_case, system
@@ -346,8 +350,7 @@ def test_no_output_ever_replaces_the_log(cli, support_run, args):
 
 
 def test_a_tool_name_cannot_forge_lines_and_recorded_markers_never_highlight(cli, tmp_path):
-    write(tmp_path / "oloproof.yaml", "system: {name: s, version: '1', callable: 'app:run', records: [agent_trajectory/v1]}\n"
-                                      "cases: cases.jsonl\nevaluators: []\n")
+    tiny_project(tmp_path)
     write(tmp_path / "cases.jsonl", '{"id": "c1", "input": {}}\n')
     write(tmp_path / "app.py", '''
 from oloproof import current_case, system
