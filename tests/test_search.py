@@ -400,3 +400,62 @@ def test_a_search_past_its_time_limit_stops_with_exit_2(cli, support_run, monkey
     monkeypatch.setattr(search_module, "PROGRESS_STEPS", 1)
     r = cli("search", "refund* OR delete* OR lookup*", cwd=support_run)
     assert r.exit_code == 2 and "took longer than" in r.output
+
+
+def test_the_first_run_never_writes_its_results_over_its_own_new_log(cli, support_project):
+    (support_project / ".oloproof").mkdir()
+    r = cli("run", "--json", ".oloproof/log.db", cwd=support_project)
+    assert r.exit_code == 2 and "is an Oloproof event log" in r.output
+    assert cli("audit", "verify", cwd=support_project).exit_code == 0
+    assert cli("gate", "latest", cwd=support_project).exit_code == 1  # the run is there, sealed
+
+
+@pytest.mark.parametrize("suffix", ["-wal", "-shm", "-journal"])
+def test_the_logs_companion_files_are_never_written_over(cli, support_run, suffix):
+    r = cli("search", "delete_customer", "--json", f".oloproof/log.db{suffix}", cwd=support_run)
+    assert r.exit_code == 2 and "is an Oloproof event log" in r.output
+
+
+@pytest.mark.parametrize("cursor", ["'abc'", "x'00ff'", "1.5", "'99999999999999999999'", "'-5'",
+                                    "'9223372036854775807'", "''"])
+def test_a_damaged_cursor_is_rebuilt_never_an_error(cli, support_run, cursor):
+    sql(support_run, f"UPDATE meta SET value = {cursor} WHERE key = 'search_indexed_to'")
+    r = cli("search", "delete_customer", cwd=support_run)
+    assert r.exit_code == 0 and "Traceback" not in r.output
+    assert cli("run", cwd=support_run).exit_code == 1  # the gate, not an index error
+    assert len(hits(cli, support_run, "delete_customer")) == 12  # both runs, each step once
+    assert cli("audit", "verify", cwd=support_run).exit_code == 0
+
+
+def test_audit_rebuild_replaces_a_view_made_in_the_index_place(cli, support_run):
+    sql(support_run, "DROP TABLE search_steps_fts", "DROP TABLE search_steps", "CREATE VIEW search_steps AS SELECT 1")
+    assert cli("search", "delete_customer", cwd=support_run).exit_code == 2
+    assert cli("audit", "rebuild", cwd=support_run).exit_code == 0
+    assert len(hits(cli, support_run, "delete_customer")) == 6
+
+
+def test_spaces_in_a_tool_name_cannot_wrap_into_a_fake_run_line(cli, tmp_path):
+    tiny_project(tmp_path)
+    write(tmp_path / "cases.jsonl", '{"id": "c1", "input": {}}\n')
+    fake = "lookup" + " " * 600 + "run 20261202T000000-aaaaaa  support-agent v1" + " " * 600 + "x"
+    write(tmp_path / "app.py", f'''
+from oloproof import current_case, system
+
+@system(name="s", version="1", records=("agent_trajectory/v1",))
+def run(case):
+    current_case().step("tool_call", tool_name={fake!r}, arguments={{"q": "zzpad" + " " * 900 + "run 1999 fake"}})
+    current_case().finish("success")
+    return {{"answer": "done"}}
+''')
+    assert cli("run", cwd=tmp_path).exit_code == 0
+    r = cli("search", "zzpad", cwd=tmp_path)
+    runs = [line for line in r.output.splitlines() if line.startswith("run ")]
+    assert len(runs) == 1 and "aaaaaa" not in runs[0] and "1999" not in runs[0]
+
+
+def test_an_import_from_a_pipe_is_refused_at_once(cli, tmp_path):
+    import os
+
+    os.mkfifo(tmp_path / "pipe")
+    r = cli("import", "otel", str(tmp_path / "pipe"), cwd=tmp_path)  # never opened: no hang
+    assert r.exit_code == 2 and "not a regular file" in r.output

@@ -104,7 +104,11 @@ def import_traces(store: EventStore, files: list[Path], *, system: str | None = 
     gc.disable()  # millions of short-lived containers and no cycles: collections would cost a third
     try:
         with store.transaction():
-            return _import(store, files, system, version, clock)
+            outcome = _import(store, files, system, version, clock)
+        from oloproof.app.runs import refresh_search
+
+        refresh_search(store)  # after the import's transaction: a damaged index never undoes it
+        return outcome
     finally:
         if collecting:
             gc.enable()
@@ -166,5 +170,4 @@ def _import(store: EventStore, files: list[Path], system: str | None, version: s
     store.commit([StreamAppend(run_id, 0, [encode(run)], [tag_of(run)])])
     sealed = seal(store, run_id, case_count=count, replay_streams=set(), clock=clock)
     store.commit((), {"runs": [run_row(run, sealed)]})
-    store.index_search()
     return ImportOutcome(run_id, name, version, count, spans[0], unmapped, sealed.digest)

@@ -167,8 +167,9 @@ def replay_run(store: EventStore, project_dir: str, run_id: str, fault_spec: str
         stopped = False
     finally:
         executor.close(cancel=stopped)
-        with contextlib.suppress(Exception):  # the replays stored, searchable (a cache: never fails the command)
-            store.index_search()
+        from oloproof.app.runs import refresh_search
+
+        refresh_search(store)  # the replays stored, searchable
     counts = {"passed": 0, "observed": 0, "missing": 0, "excluded": 0}
     cases = [results[cid] for cid in order]
     for entry in cases:

@@ -40,7 +40,7 @@ from typing import Any, Callable, Iterator
 from oloproof.app.jobs import JUDGE_JOB, JudgeArgs
 from oloproof.app.project import LoadedSystem, Project, check_case_faults
 from oloproof.app.projections import case_rows, evaluation_key, run_row
-from oloproof.app.runs import load_run
+from oloproof.app.runs import load_run, refresh_search
 from oloproof.config.cases import SuiteCase, SuiteInfo
 from oloproof.config.limits import trial_case_id
 from oloproof.errors import Interrupted, OloproofError, UsageError
@@ -212,7 +212,7 @@ class _Driver:
         sealed = seal(self.store, self.run_id, case_count=self.total, replay_streams=self.replay_streams,
                       clock=self.clock)
         self.store.commit((), {"runs": [run_row(stored.started, sealed)]})
-        self.store.index_search()
+        refresh_search(self.store)
         return sealed
 
     # ---- the work ----------------------------------------------------------------------
@@ -264,7 +264,7 @@ class _Driver:
             self._handle(executor.poll(0.25))
             if self.rows.due():
                 self.store.commit((), self.rows.take())
-                self.store.index_search()  # after the cases' own transactions, at the rows' pace
+                refresh_search(self.store)  # after the cases' own transactions, at the rows' pace
         if self.waiting:  # a derived case whose source never came: a bug, not a case's fault
             raise RuntimeError(f"derived cases waited for sources that were never recorded: {sorted(self.waiting)}")
 
@@ -428,7 +428,7 @@ def run_suite(project: Project, system: LoadedSystem, store: EventStore, info: S
         if stopped:  # keep what was judged: the projections catch up on resume anyway
             with contextlib.suppress(Exception):
                 store.commit((), driver.rows.take())
-                store.index_search()
+                refresh_search(store)
     sealed = driver.finish()
     evidence = {}
     if project.suite.regression_criteria:

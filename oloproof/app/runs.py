@@ -151,3 +151,15 @@ def append_event(store: EventStore, stream: str, event: Any, attempts: int = 20)
             if attempt == attempts - 1:
                 raise
             time.sleep(0.01 * (attempt + 1))
+
+
+def refresh_search(store: EventStore) -> None:
+    """Catch the search index up with what was just written. It is a cache: a failure (a
+    damaged index, a full disk) never fails the command that wrote; the next writer, or
+    ``oloproof audit rebuild``, catches up."""
+    from oloproof.errors import StoreError
+
+    try:
+        store.index_search()
+    except StoreError:
+        pass

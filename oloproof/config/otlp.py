@@ -467,6 +467,10 @@ def iter_traces(files: list[Path]) -> Iterator[list[Span]]:
     its last line is read — in the order the traces end. A first pass reads only the trace ids
     (where each trace ends), so only the traces still open are held in memory, never the whole
     files: a long-lived trace that ends on the last line holds back nothing but itself."""
+    for path in files:  # read twice: a pipe would be empty (or hang) the second time
+        if path.exists() and not path.is_file():
+            raise CaseFileError(f"{path}: not a regular file (a pipe or a device?); the importer reads each file "
+                                "twice, so save the traces to a file first")
     last: dict[str, tuple[int, int]] = {}
     for f, path in enumerate(files):
         label = str(path)

@@ -152,6 +152,12 @@ class ResultsFile:
             sys.stdout.flush()
             return
         target = Path(self.path)
+        from oloproof.errors import UsageError
+        from oloproof.store.sqlite import is_event_log
+
+        if is_event_log(target):  # the run's own new log (`run --json .oloproof/log.db`): never replaced
+            raise UsageError(f"--json {self.path}: is an Oloproof event log (the run is stored there); the results "
+                             "were not written. Name another file")
         if target.exists() and not target.is_file():  # a device or a pipe: written in place, never replaced
             with open(target, "wb") as out:
                 self._emit(out, head, tail)

@@ -4,6 +4,7 @@ style, never through markup (recorded text is shown literally, controls escaped)
 
 from __future__ import annotations
 
+import re
 import shlex
 from typing import Any
 
@@ -14,16 +15,30 @@ from oloproof.report.terminal import plural, printable
 from oloproof.store.search import MARK_OFF, MARK_ON
 
 
-def _line(value: Any) -> str:
-    """Recorded text on one line: a newline in a tool's name cannot fake a hit below it."""
-    return printable(value).replace("\n", "\\n")
+_SPACES = re.compile(r"[ \t]{2,}")
+
+
+def _line(value: Any, width: int = 60) -> str:
+    """Recorded text on one short line: a newline, a tab or a run of spaces in a tool's name
+    cannot push text onto a line of its own and fake a hit or a run below it."""
+    text = _SPACES.sub(" ", printable(value).replace("\n", "\\n").replace("\t", "\\t"))
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def _one_line(text: Text) -> Text:
+    # never wrapped: a long line is cut at the terminal's width, so wrapping cannot start a
+    # line with recorded text either
+    text.no_wrap = True
+    text.overflow = "ellipsis"
+    return text
 
 
 def _snippet(snippet: str) -> Text:
     out = Text()
     on = False
     for part in snippet.replace(MARK_OFF, MARK_ON).split(MARK_ON):
-        out.append(printable(part).replace("\n", " "), style="bold reverse" if on else None)
+        out.append(_SPACES.sub(" ", printable(part).replace("\n", " ").replace("\t", " ")),
+                   style="bold reverse" if on else None)
         on = not on
     return out
 
@@ -45,11 +60,11 @@ def search_view(result: Any) -> Group:
             run, case = hit.run_id, None
             system, version = result.systems.get(run, ("?", "?"))
             parts.append(Text(""))
-            parts.append(Text(f"run {_line(run)}  {_line(system)} {_line(version)}", style="bold"))
+            parts.append(Text(f"run {_line(run, 300)}  {_line(system)} {_line(version)}", style="bold"))
         if hit.case_id != case:
             case = hit.case_id
             command = f"oloproof show {shlex.quote(run)} {shlex.quote(case)}"
-            parts.append(Text.assemble("  case ", (_line(case), "bold"), f"   {_line(command)}"))
+            parts.append(Text.assemble("  case ", (_line(case, 300), "bold"), f"   {_line(command, 700)}"))
         where = f"step {hit.step}" if hit.step is not None else "end"
         if hit.replay:
             where = f"replay {_line(hit.replay)[:12]} {where}"
@@ -60,4 +75,4 @@ def search_view(result: Any) -> Group:
         parts.append(Text(""))
         parts.append(Text(f"note: {plural(result.lag, 'event')} not indexed yet (a run is writing, or the log is "
                           "from an older version: 'oloproof audit rebuild' indexes everything)"))
-    return Group(*parts)
+    return Group(*(_one_line(p) for p in parts))

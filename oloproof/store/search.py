@@ -63,9 +63,16 @@ def exists(conn: sqlite3.Connection) -> bool:
     return conn.execute("SELECT count(*) FROM sqlite_master WHERE name IN (?, ?)", (TABLE, FTS)).fetchone()[0] == 2
 
 
-def indexed_to(conn: sqlite3.Connection) -> int:
+def indexed_to(conn: sqlite3.Connection) -> int | None:
+    """How far the index holds the log; ``None`` when the cursor is not a position the log
+    can have (damaged: the index is rebuilt at the next catch-up)."""
     row = conn.execute("SELECT value FROM meta WHERE key = ?", (_CURSOR,)).fetchone()
-    return int(row[0]) if row else 0
+    if row is None:
+        return 0
+    value = row[0]
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 18:
+        return int(value)
+    return None
 
 
 def names(conn: sqlite3.Connection, what: str) -> list[str]:
@@ -78,8 +85,9 @@ def names(conn: sqlite3.Connection, what: str) -> list[str]:
 def lag(conn: sqlite3.Connection) -> int:
     """How many searchable events the index does not hold yet."""
     marks = ", ".join("?" * len(SEARCHED_TYPES))
+    done = indexed_to(conn)
     return conn.execute(f"SELECT count(*) FROM events WHERE pos > ? AND type IN ({marks})",
-                        (indexed_to(conn), *SEARCHED_TYPES)).fetchone()[0]
+                        (0 if done is None else done, *SEARCHED_TYPES)).fetchone()[0]
 
 
 def catch_up(conn: sqlite3.Connection) -> int:
@@ -87,6 +95,9 @@ def catch_up(conn: sqlite3.Connection) -> int:
     added. The caller holds the write transaction."""
     done = indexed_to(conn)
     top = conn.execute("SELECT max(pos) FROM events").fetchone()[0] or 0
+    held = conn.execute(f"SELECT max(pos) FROM {TABLE}").fetchone()[0] or 0
+    if done is None or done > top or held > done:
+        return rebuild(conn)  # a cursor the log cannot have, or rows past it: start again
     if top <= done:
         return 0
     marks = ", ".join("?" * len(SEARCHED_TYPES))
@@ -157,6 +168,9 @@ def rebuild(conn: sqlite3.Connection) -> int:
             conn.execute("PRAGMA writable_schema = OFF")
         for shadow in ("data", "idx", "docsize", "config", "content"):
             conn.execute(f"DROP TABLE IF EXISTS {FTS}_{shadow}")
+    kind = conn.execute("SELECT type FROM sqlite_master WHERE name = ?", (TABLE,)).fetchone()
+    if kind is not None and kind[0] == "view":  # something else made in its place
+        conn.execute(f"DROP VIEW {TABLE}")
     conn.execute(f"DROP TABLE IF EXISTS {TABLE}")
     for statement in SCHEMA:
         conn.execute(statement)

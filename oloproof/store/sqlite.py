@@ -473,8 +473,12 @@ class SQLiteStore(EventStore):
         return self._in_transaction(search.rebuild)
 
     def _in_transaction(self, fn: Callable[[sqlite3.Connection], int]) -> int:
-        with self._immediate("cannot update the search index ({}); nothing of it was written"):
-            return fn(self._conn)
+        try:
+            with self._immediate("cannot update the search index ({}); nothing of it was written"):
+                return fn(self._conn)
+        except sqlite3.DatabaseError as e:  # a damaged index: rolled back, and said so
+            raise StoreError(f"{self.path}: cannot update the search index ({e}); 'oloproof audit rebuild' "
+                             "rebuilds it") from e
 
     def search_steps(self, query: str, where: search.SearchFilter, limit: int) -> list[dict]:
         if not search.exists(self._conn):
@@ -498,23 +502,30 @@ class SQLiteStore(EventStore):
 
 
 def is_event_log(path: Path) -> bool:
-    """Whether ``path`` is (or links to) an Oloproof event log: an output must never replace
-    one (``--json .oloproof/log.db``)."""
+    """Whether ``path`` is (or links to) an Oloproof event log, or one of its ``-wal``,
+    ``-shm`` or ``-journal`` files, or an SQLite database that cannot be read: an output must
+    never replace one (``--json .oloproof/log.db``)."""
     try:
         target = Path(path).resolve()
+        for suffix in ("-wal", "-shm", "-journal"):  # a log's companion files are the log too
+            if target.name.endswith(suffix) and is_event_log(target.with_name(target.name[:-len(suffix)])):
+                return True
         if not target.is_file():
             return False
         with target.open("rb") as f:
             if f.read(16) != b"SQLite format 3\x00":
                 return False
+    except OSError:
+        return False
+    try:
         conn = sqlite3.connect("file:" + quote(str(target)) + "?mode=ro", uri=True)
         try:
             names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         finally:
             conn.close()
-        return {"events", "meta"} <= names
-    except (OSError, sqlite3.Error):
-        return False
+    except sqlite3.Error:
+        return True  # a database that cannot be read (a damaged log?) is not replaced either
+    return {"events", "meta"} <= names
 
 
 def _connect_readonly(path: Path) -> sqlite3.Connection:
