@@ -135,8 +135,10 @@ def catch_up(conn: sqlite3.Connection) -> int:
             rows.append((pos, run_id, case_id, step, kind, tool_name, replay, text))
         conn.executemany(f"INSERT INTO {TABLE} (pos, run_id, case_id, step, kind, tool_name, replay, text) "
                          "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
-        conn.executemany(f"INSERT INTO {FTS} (rowid, text) VALUES (?, ?)", [(r[0], r[7]) for r in rows])
         added += len(rows)
+    # the index reads the texts just stored, inside SQLite (nothing bound twice from Python)
+    conn.execute(f"INSERT INTO {FTS} (rowid, text) SELECT pos, text FROM {TABLE} WHERE pos > ? AND pos <= ?",
+                 (done, top))
     conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (_CURSOR, str(top)))
     return added
 
