@@ -195,18 +195,7 @@ class CaseFile:
         self.label = shown_path(self.path)  # the path as messages show it
 
     def _lines(self) -> Iterator[tuple[int, bytes]]:
-        try:
-            fh = self.path.open("rb")
-        except FileNotFoundError as e:
-            raise CaseFileError(f"{self.label}: case file not found") from e
-        except IsADirectoryError as e:
-            raise CaseFileError(f"{self.label}: is a folder, not a case file") from e
-        except OSError as e:
-            raise CaseFileError(f"{self.label}: cannot read ({type(e).__name__}: {e.strerror})") from e
-        with fh:
-            for number, raw in enumerate(fh, start=1):
-                if raw.strip():
-                    yield number, raw
+        return nonblank_lines(self.path, self.label, "case file")
 
     def _parse(self, number: int, raw: bytes) -> SuiteCase:
         if json_nests_deeper(raw, MAX_NESTING):
@@ -374,3 +363,20 @@ def _duplicate_key(raw: bytes) -> str | None:
     except (ValueError, RecursionError):
         return None
     return None
+
+
+def nonblank_lines(path: Path, label: str, what: str) -> Iterator[tuple[int, bytes]]:
+    """The numbered, non-blank lines of a JSON-lines file (cases, traces); a file that cannot
+    be opened is a :class:`CaseFileError` naming it (``what``: "case file", "trace file")."""
+    try:
+        fh = path.open("rb")
+    except FileNotFoundError as e:
+        raise CaseFileError(f"{label}: {what} not found") from e
+    except IsADirectoryError as e:
+        raise CaseFileError(f"{label}: is a folder, not a {what}") from e
+    except OSError as e:
+        raise CaseFileError(f"{label}: cannot read ({type(e).__name__}: {e.strerror})") from e
+    with fh:
+        for number, raw in enumerate(fh, start=1):
+            if raw.strip():
+                yield number, raw

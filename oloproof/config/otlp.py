@@ -40,6 +40,7 @@ from typing import Any
 
 import msgspec
 
+from oloproof.config.cases import nonblank_lines
 from oloproof.config.limits import MAX_NESTING, json_nests_deeper, quoted
 from oloproof.errors import CaseFileError
 from oloproof.events import ConstraintRecorded, StepRecorded, UsageRecorded
@@ -440,19 +441,7 @@ def line_trace_ids(line: bytes, label: str, number: int) -> list[str]:
 
 def iter_lines(path: Path) -> Iterator[tuple[int, bytes]]:
     """The numbered, non-blank lines of a trace file (errors name the file)."""
-    label = str(path)
-    try:
-        fh = path.open("rb")
-    except FileNotFoundError:
-        raise CaseFileError(f"{label}: file not found") from None
-    except IsADirectoryError:
-        raise CaseFileError(f"{label}: is a folder, not a trace file") from None
-    except OSError as e:
-        raise CaseFileError(f"{label}: cannot read ({e.strerror})") from None
-    with fh:
-        for number, line in enumerate(fh, start=1):
-            if line.strip():
-                yield number, line
+    return nonblank_lines(path, str(path), "trace file")
 
 
 def iter_spans(path: Path) -> Iterator[Span]:
