@@ -118,8 +118,20 @@ def regression_evidence(store: EventStore, run: StoredRun, suite: SuiteEvaluatio
             continue
         base_id = resolve_ref(store, rule.no_regression.baseline, system=s.system_name,
                               before=(s.started_at, s.run_id), not_run=s.run_id)
+        if base_id is None:
+            # a version of another system is no baseline either: say so rather than "none"
+            other = resolve_ref(store, rule.no_regression.baseline, before=(s.started_at, s.run_id),
+                                not_run=s.run_id)
+            if other is not None and other != s.run_id:
+                base_id = other
         if base_id is None or base_id == s.run_id:
             out[rule.name] = None
+            continue
+        base_started = load_run(store, base_id).started
+        if base_started.system_name != s.system_name:
+            out[rule.name] = RegressionEvidence(
+                base_id, Flips(), False, f"it is a run of system {base_started.system_name!r}, this run of "
+                f"{s.system_name!r}: another system's cases are other questions", "other_system")
             continue
         if base_id not in judged:
             try:
@@ -139,8 +151,9 @@ def regression_evidence(store: EventStore, run: StoredRun, suite: SuiteEvaluatio
             continue
         i = base_suite.criteria.index(rule.criterion)
         base = {c.case_id: (c.fingerprint, c.verdicts[i][0]) for c in base_cases.values()}
-        out[rule.name] = RegressionEvidence(base_id, flips(base, tracked(rule.criterion)),
-                                            base_run.sealed is not None)
+        candidate = tracked(rule.criterion)
+        out[rule.name] = RegressionEvidence(base_id, flips(base, candidate), base_run.sealed is not None,
+                                            candidate_cases=max(len(candidate), s.case_count))
     return out
 
 
@@ -160,6 +173,19 @@ def _judged(store: EventStore, run_id: str) -> tuple[StoredRun, SuiteEvaluation,
     suite = suite_from_stored(run.started.config)
     # a baseline's own no_regression rules are not judged here: only its verdicts are read
     return run, suite, evaluate_run(store, run_id, suite, keep_cases=True, sealed_only=True, regressions=False)
+
+
+def _require_pairs(base: StoredRun, candidate: StoredRun, pair: Pairing) -> None:
+    b, c = base.started, candidate.started
+    if b.system_name != c.system_name:
+        raise UsageError(f"{b.run_id} is a run of system {b.system_name!r} and {c.run_id} of "
+                         f"{c.system_name!r}: their cases are other questions; compare two runs of one "
+                         "system, or pass --allow-unpaired to see them side by side anyway")
+    if not pair.paired:
+        changed = f", {len(pair.changed)} with the same id but another fingerprint" if pair.changed else ""
+        raise UsageError(f"no case of {c.run_id} pairs with {b.run_id} (same id and fingerprint){changed}: "
+                         "nothing can be compared case by case; pass --allow-unpaired to see them side "
+                         "by side anyway")
 
 
 # ---- the comparison ------------------------------------------------------------------------------
@@ -204,7 +230,10 @@ class RunDiff:
     only_candidate_criteria: list[str] = field(default_factory=list)
 
 
-def diff_runs(store: EventStore, base_ref: str, candidate_ref: str) -> RunDiff:
+def diff_runs(store: EventStore, base_ref: str, candidate_ref: str, *, allow_unpaired: bool = False) -> RunDiff:
+    """Compare two stored runs case by case. Two runs of different systems, or with no case
+    that pairs (same id and fingerprint), compare nothing: a UsageError (exit 2) unless
+    ``allow_unpaired`` — "0 cases paired, 0 regressions" must never read as "no change"."""
     base_id, cand_id = require_ref(store, base_ref), require_ref(store, candidate_ref)
     if base_id == cand_id:
         raise UsageError(f"{base_ref} and {candidate_ref} are the same run ({base_id}); compare two runs")
@@ -219,6 +248,8 @@ def diff_runs(store: EventStore, base_ref: str, candidate_ref: str) -> RunDiff:
     base_cases = {c.case_id: c for c in base_summary.cases}
     cand_cases = {c.case_id: c for c in cand_summary.cases}
     pair = pairing({k: c.fingerprint for k, c in base_cases.items()}, {k: c.fingerprint for k, c in cand_cases.items()})
+    if not allow_unpaired:
+        _require_pairs(base_run, cand_run, pair)
     common = [c for c in cand_suite.criteria if c in base_suite.criteria]
 
     def verdicts(cases: dict[str, CaseResult], suite: SuiteEvaluation, criterion: str,

@@ -9,9 +9,11 @@ from oloproof.cli.common import DB_HELP, check_output_path, console, handled, op
 @click.argument("base")
 @click.argument("candidate")
 @click.option("--json", "json_path", metavar="FILE", help="Write the comparison as JSON to FILE ('-' for stdout).")
+@click.option("--allow-unpaired", is_flag=True,
+              help="Compare runs of different systems, or with no case in common, side by side.")
 @click.option("--db", metavar="PATH", help=DB_HELP)
 @handled
-def command(base: str, candidate: str, json_path: str | None, db: str | None) -> None:
+def command(base: str, candidate: str, json_path: str | None, allow_unpaired: bool, db: str | None) -> None:
     """Compare two stored runs of one suite case by case: BASE, then CANDIDATE.
 
     Each is a run id, 'latest', 'version:V' (the latest finished run of version V) or
@@ -19,8 +21,11 @@ def command(base: str, candidate: str, json_path: str | None, db: str | None) ->
     criterion the table gives both rates, the flips (pass→fail first) and McNemar's exact
     p-value on them. Each run is judged under the rules it ran with, from its events.
 
+    Two runs of different systems, or with no case that pairs, compare nothing: exit 2
+    unless --allow-unpaired.
+
     Exit code: 0 (the comparison is descriptive; gate on it with a no_regression rule),
-    2 bad input.
+    2 bad input (runs that do not pair included).
 
     \b
     Example:
@@ -33,7 +38,7 @@ def command(base: str, candidate: str, json_path: str | None, db: str | None) ->
         check_output_path(json_path)
     store = open_log(db)
     try:
-        d = diff_runs(store, base, candidate)
+        d = diff_runs(store, base, candidate, allow_unpaired=allow_unpaired)
     finally:
         store.close()
     console(stderr=json_path == "-").print(diff_view(d))

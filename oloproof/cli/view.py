@@ -20,12 +20,15 @@ from oloproof.cli.common import (
 @click.argument("run", default="latest")
 @click.option("--compare", "base", metavar="BASE",
               help="Compare RUN (the candidate) with BASE: a run id, 'latest', 'version:V' or 'pin:NAME'.")
+@click.option("--allow-unpaired", is_flag=True,
+              help="With --compare: compare runs of different systems, or with no case in common.")
 @click.option("--out", "out_dir", type=click.Path(), help="Write a static report folder (new or empty) and exit.")
 @click.option("--port", type=int, default=8765, show_default=True,
               help="Serve the report on localhost:PORT (0: any free port).")
 @click.option("--db", metavar="PATH", help=DB_HELP)
 @handled
-def command(run: str, base: str | None, out_dir: str | None, port: int, db: str | None) -> None:
+def command(run: str, base: str | None, allow_unpaired: bool, out_dir: str | None, port: int,
+            db: str | None) -> None:
     """Open a stored RUN (default: latest) as an HTML report: criteria, slices, gate, and a
     case panel per case. Works offline: nothing is loaded from the network.
 
@@ -61,7 +64,7 @@ def command(run: str, base: str | None, out_dir: str | None, port: int, db: str 
         store = open_log(db)
         try:
             if base is not None:
-                compared = build_compare_bundle(store, base, run, target)
+                compared = build_compare_bundle(store, base, run, target, allow_unpaired=allow_unpaired)
             else:
                 run_id = resolve_run(store, run)
                 n = build_run_bundle(store, run_id, target)
@@ -78,7 +81,8 @@ def command(run: str, base: str | None, out_dir: str | None, port: int, db: str 
 
         if base is not None:
             click.echo(f"wrote the comparison of base {compared.base_id} ({plural(compared.base_cases, 'case')}) "
-                       f"and candidate {compared.candidate_id} ({plural(compared.candidate_cases, 'case')}) "
+                       f"and candidate {compared.candidate_id} ({plural(compared.candidate_cases, 'case')}, "
+                       f"{compared.paired} paired) "
                        f"to {target / 'index.html'}")
         else:
             click.echo(f"wrote the report of run {run_id} ({plural(n, 'case')}) to {target / 'index.html'}")

@@ -211,6 +211,11 @@ class NoRegression(Strict):
     baseline: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
     max_regressions: int | None = Field(default=None, ge=0)
     max_p: float | None = Field(default=None, gt=0, le=1)
+    #: the fewest cases the candidate must pair with its baseline (same id and fingerprint)
+    #: for the rule to decide anything; default: half of the candidate's cases, rounded up,
+    #: and at least 1. Fewer: INSUFFICIENT_EVIDENCE (``too_few_pairs``) — zero pairs are no
+    #: evidence of "no regression"
+    min_paired: int | None = Field(default=None, ge=1)
 
     @model_validator(mode="after")
     def _one_limit(self) -> NoRegression:

@@ -177,6 +177,11 @@ def _no_regression(rule: Rule, context: GateContext, result: Any) -> RuleResult:
         return result("INSUFFICIENT_EVIDENCE", evidence.reason,
                       f"baseline {evidence.baseline_run}: {evidence.problem}")
     f = evidence.flips
+    need = min_paired(nr.min_paired, evidence.candidate_cases)
+    if f.paired < need:
+        return result("INSUFFICIENT_EVIDENCE", "too_few_pairs",
+                      f"{f.paired} of {evidence.candidate_cases} cases paired with {evidence.baseline_run} "
+                      f"(same id and fingerprint) < {need} needed: the other cases are other questions")
     against = len(f.regressions) + len(f.lost)
     said = f"{against} {'regression' if against == 1 else 'regressions'}"
     if f.lost:
@@ -193,6 +198,14 @@ def _no_regression(rule: Rule, context: GateContext, result: Any) -> RuleResult:
         return result("FAIL", "significant_regression", f"{said}, {fixes}: p = {p:.3g} < {nr.max_p:g}")
     status = ("PASS", None) if evidence.baseline_complete else ("INSUFFICIENT_EVIDENCE", "baseline_incomplete")
     return result(*status, f"{said}, {fixes}: p = {p:.3g}")
+
+
+def min_paired(configured: int | None, candidate_cases: int) -> int:
+    """The pairs a ``no_regression`` rule needs: ``min_paired``, else half of the candidate's
+    cases rounded up, and at least 1 — a rule never passes on zero pairs (SPEC §18.1)."""
+    if configured is not None:
+        return configured
+    return max(1, math.ceil(candidate_cases / 2))
 
 
 def judge_gate(release: ReleaseConfig, criteria: dict[str, RateInterval],

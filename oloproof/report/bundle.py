@@ -213,16 +213,18 @@ class CompareBundle:
     candidate_id: str
     base_cases: int
     candidate_cases: int
+    paired: int = 0
 
 
-def build_compare_bundle(store: Any, base_ref: str, candidate_ref: str, out: Path) -> CompareBundle:
+def build_compare_bundle(store: Any, base_ref: str, candidate_ref: str, out: Path, *,
+                         allow_unpaired: bool = False) -> CompareBundle:
     """The comparison report of two stored runs, written to ``out``. The references are
     resolved and the runs compared (:func:`~oloproof.app.diff.diff_runs`: an unknown reference
     or the same run twice is a UsageError) before anything is written."""
     from oloproof.app.diff import diff_runs
     from oloproof.report.compare import diff_dict
 
-    d = diff_runs(store, base_ref, candidate_ref)
+    d = diff_runs(store, base_ref, candidate_ref, allow_unpaired=allow_unpaired)
     document, page = diff_dict(d), compare_page_data(d)
     out = Path(out)
     counts = {}
@@ -231,4 +233,5 @@ def build_compare_bundle(store: Any, base_ref: str, candidate_ref: str, out: Pat
         counts[role] = write_run_data(out / "data" / role, summary_data, details, criteria, role)
     (out / "data" / "diff.js").write_text(_js("diff", document, page), encoding="utf-8")
     write_page(out, compare=True)
-    return CompareBundle(d.base.started.run_id, d.candidate.started.run_id, counts["base"], counts["candidate"])
+    return CompareBundle(d.base.started.run_id, d.candidate.started.run_id, counts["base"], counts["candidate"],
+                         len(d.pairing.paired))
