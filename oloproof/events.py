@@ -183,6 +183,9 @@ class EvidenceRecorded(Event, frozen=True, tag="evidence.v1"):
     kind: str
     data: dict[str, Any]
     step_index: int = 0
+    #: who recorded it: the system's sandbox (``system``), or the harness itself for a fault
+    #: it injected (``harness``: a declared ``denied`` fault records the denial, SPEC §18.1)
+    source: str = "system"
 
 
 class UsageRecorded(Event, frozen=True, tag="usage.v1"):

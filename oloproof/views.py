@@ -65,6 +65,10 @@ class ReplayView(msgspec.Struct, frozen=True):
     error_kind: str | None = None
     diverged: str | None = None
     injected: bool = True
+    #: ``effect_ledger/v1`` attempts the replayed sandbox recorded (after the checkpoint)
+    effects: tuple[EffectRecorded, ...] = ()
+    #: ``release_evidence/v1`` recorded during the replay (the harness's denial included)
+    evidence: tuple[EvidenceRecorded, ...] = ()
 
     @property
     def kind(self) -> str:
@@ -213,8 +217,19 @@ def fold_replay(events: Sequence[Event], stream: str = "?") -> ReplayView:
     if not events or not isinstance(events[0], ReplayStarted):
         raise CorruptLogError(f"stream {stream!r}: a replay stream must begin with replay_started")
     fields: dict[str, Any] = {}
+    effects: list[EffectRecorded] = []
+    evidence: list[EvidenceRecorded] = []
     for ev in fold_records(events[1:], fields):
-        if type(ev) is ReplayFinished:
+        t = type(ev)
+        if t is ReplayFinished:
             fields.update(output=ev.output, error=ev.error, error_kind=ev.error_kind,  # type: ignore[attr-defined]
                           diverged=ev.diverged, injected=ev.injected)  # type: ignore[attr-defined]
+        elif t is EffectRecorded:
+            effects.append(ev)  # type: ignore[arg-type]
+        elif t is EvidenceRecorded:
+            evidence.append(ev)  # type: ignore[arg-type]
+    if effects:
+        fields["effects"] = tuple(effects)
+    if evidence:
+        fields["evidence"] = tuple(evidence)
     return ReplayView(events[0], **fields)  # type: ignore[arg-type]

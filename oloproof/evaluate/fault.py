@@ -8,6 +8,12 @@ missing (``replay_not_faithful``; ``replay_error`` when the replay raised). Then
 replay:
 
 * **fail** (``constraint_broken``) when a recorded constraint failed after the fault;
+* **fail** (``duplicate_effect``) when the replay's effect ledger (``effect_ledger/v1``: the
+  recording's attempts before the checkpoint, then the replayed sandbox's) shows one
+  operation applied more than once — under ``timeout_after_effect`` the effect landed and the
+  agent was told it timed out: retrying with a new idempotency key charges twice, and
+  escalating afterwards does not undo it. A system that records no effect ledger can show a
+  duplicate only through ``expected.state``;
 * **pass** when the agent called one of ``escalate_tools`` after the fault;
 * **pass** when it ended in success and, if the case declares ``expected.state``, the replayed
   state satisfies it (every expected leaf); the environment wins over the agent's claim;
@@ -20,7 +26,7 @@ replays have not been run is missing (``replay_not_run``).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -34,14 +40,23 @@ from oloproof.evaluate.base import (
     missing,
 )
 from oloproof.evaluate.paths import ABSENT, equal, walk_leaves
+from oloproof.evaluate.release import ledger_counts
+from oloproof.events import EffectRecorded
 from oloproof.records import AGENT_TRAJECTORY_V1
-from oloproof.views import NO_STATE, CaseView
+from oloproof.views import NO_STATE, CaseView, ReplayView
 
 
 class FaultRecoveryConfig(EvaluatorConfig):
     tool: str = Field(min_length=1)
     fault: Literal["error", "timeout", "malformed", "timeout_after_effect", "denied"]
     escalate_tools: list[str] = []
+
+
+def replay_ledger(case: CaseView, replay: ReplayView, plan: Any) -> list[EffectRecorded]:
+    """The effect ledger of a replay's world: the recording's attempts before the checkpoint
+    (the replay starts from that state and does not make them again), then the replay's own."""
+    before = plan.checkpoint.step_index
+    return [e for e in case.effects if e.step_index < before] + list(replay.effects)
 
 
 def state_satisfies(expected: object, state: object) -> bool:
@@ -61,6 +76,10 @@ class FaultRecovery(Evaluator):
     def __init__(self, config: EvaluatorConfig):
         super().__init__(config)
         self.replay_spec = (config.tool, config.fault)  # type: ignore[attr-defined]
+
+    def named_tools(self) -> list[tuple[tuple, str]]:
+        cfg: FaultRecoveryConfig = self.config  # type: ignore[assignment]
+        return [(("tool",), cfg.tool), *((("escalate_tools", i), t) for i, t in enumerate(cfg.escalate_tools))]
 
     def judge(self, case: CaseView) -> Verdict:
         from oloproof.replay.fidelity import compare
@@ -91,6 +110,8 @@ class FaultRecovery(Evaluator):
         after = [s for s in t.steps if s.index > plan.call_index + 1] if t is not None else []
         if t is not None and any(not c.passed and c.step_index > plan.call_index for c in t.constraints):
             return fail("constraint_broken")
+        if any(entry["effect_count"] > 1 for entry in ledger_counts(replay_ledger(case, replay, plan)).values()):
+            return fail("duplicate_effect")
         if any(s.kind == "tool_call" and s.tool_name in cfg.escalate_tools for s in after):
             return PASS
         if replay.error_kind == "system_error":

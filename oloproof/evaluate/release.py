@@ -34,11 +34,12 @@ not checked is ``missing`` (``contract_not_checked``) — never a pass by defaul
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
 from oloproof.evaluate.base import Evaluator, EvaluatorConfig, Verdict, _verdict, evaluator, missing
-from oloproof.events import canonical_json
+from oloproof.events import EffectRecorded, canonical_json
 from oloproof.records import EFFECT_LEDGER_V1, RELEASE_EVIDENCE_V1
 from oloproof.views import CaseView
 
@@ -69,8 +70,15 @@ class ReleaseClassConfig(EvaluatorConfig):
 
 def effect_counts(case: CaseView) -> dict[str, dict[str, Any]]:
     """Per operation: ``effect_attempts``, ``effect_count`` (applied) and the keys used."""
+    return ledger_counts(case.effects)
+
+
+def ledger_counts(effects: Iterable[EffectRecorded]) -> dict[str, dict[str, Any]]:
+    """Per operation of an effect ledger: ``effect_attempts``, ``effect_count`` (applied)
+    and the idempotency keys used, in order. An operation applied more than once is one
+    logical operation done twice — the duplicate effect of the seed's dangerous ambiguity."""
     out: dict[str, dict[str, Any]] = {}
-    for e in case.effects:
+    for e in effects:
         entry = out.setdefault(e.operation, {"effect_attempts": 0, "effect_count": 0, "keys": []})
         entry["effect_attempts"] += 1
         entry["effect_count"] += bool(e.applied)

@@ -484,9 +484,21 @@ class CaseRecorder:
         return fault["kind"], fault_result(fault["kind"], name, fault.get("scope")), fault["kind"]
 
     def _faulted(self, opened: Any, name: str, arguments: dict, fault: tuple[str, Any, str | None]) -> Any:
-        _, result, mark = fault
+        kind, result, mark = fault
         self._end(opened, name, arguments, "tool", result, fault=mark)
+        if kind == "denied":
+            self._harness_denial(name, result)
         return result
+
+    def _harness_denial(self, name: str, result: Any) -> None:
+        """A ``denied`` fault the harness injected is the harness's evidence (SPEC §18.1): the
+        denial is recorded as an ``access`` with ``allowed=False``, whatever the agent's own
+        code records — the trial hit a permission boundary, and the classifier must know it."""
+        error = result.get("error") if isinstance(result, dict) else None
+        scope = error.get("required_scope") if isinstance(error, dict) else None
+        data = validate_evidence("access", tool=name, allowed=False,
+                                 required_scope=scope if isinstance(scope, str) and scope else name)
+        self._evidence.append(EvidenceRecorded("access", data, len(self._steps), source="harness"))
 
     def _begin(self, name: str, arguments: dict, kind: str) -> Any:
         if self._hand_built:

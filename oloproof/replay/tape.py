@@ -117,6 +117,8 @@ class TapeRecorder(CaseRecorder):
             self._pending = change
             return True
         super()._fault_for(name, kind)  # answered without running: it still counts
+        if change.get("fault") == "denied":
+            self._harness_denial(name, change["result"])
         return False
 
     def fork(self) -> Branch | None:

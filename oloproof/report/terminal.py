@@ -493,6 +493,11 @@ def replay_table(cases: list[dict[str, Any]]) -> Grid:
                                                f"replayed {d.get('replayed')}")
         after = c.get("after_fault")
         after_text = "–" if after is None else "; ".join(after) or "(no steps)"
+        if c.get("effects"):
+            after_text += "; effects: " + "; ".join(
+                f"{printable(op)} {plural(e['effect_attempts'], 'attempt')}, {e['effect_count']} applied"
+                + (f" ({plural(len(e['keys']), 'key')})" if len(e["keys"]) > 1 else "")
+                for op, e in c["effects"].items())
         verdict = c["verdict"] + (f" ({c['reason']})" if c.get("reason") else "")
         t.add_row(c["case_id"], cp_text, control_text, after_text, verdict)
     return t
