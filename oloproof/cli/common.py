@@ -33,6 +33,29 @@ def fail(message: str, code: int = 2) -> None:
     sys.exit(code)
 
 
+def non_utf8_argument(args: Any) -> str | None:
+    """Why one of the command-line ``args`` cannot be taken, or None. Python hands a byte that
+    is not UTF-8 over as a lone surrogate (``surrogateescape``); run ids, case ids, queries and
+    the log's paths are stored and shown as UTF-8 text, so such an argument is refused here,
+    before any command runs, rather than fail deep inside one (exit 2, not 3)."""
+    for n, arg in enumerate(args or (), start=1):
+        if not isinstance(arg, str):
+            continue
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError as e:
+            try:
+                raw = arg.encode("utf-8", "surrogateescape")
+                shown = raw.decode("utf-8", "backslashreplace")
+                byte = f"the byte 0x{raw[len(arg[:e.start].encode('utf-8', 'surrogateescape'))]:02x}"
+            except UnicodeEncodeError:
+                shown = arg.encode("utf-8", "backslashreplace").decode("ascii")
+                byte = f"U+{ord(arg[e.start]):04X}"
+            return (f"argument {n} ('{shown}') is not valid UTF-8 ({byte} at position {e.start}); "
+                    "Oloproof takes its arguments as UTF-8 text: rename the file, or pass the value in UTF-8")
+    return None
+
+
 # Exit codes of every command (SPEC §17). 1 is reserved for a blocked gate (or a failed
 # `audit verify`): no error ever exits 1.
 EXIT_OK, EXIT_BLOCKED, EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -74,11 +97,59 @@ def _disk_failure(e: BaseException) -> bool:
         m in str(e).lower() for m in ("database or disk is full", "disk i/o error"))
 
 
-def _silence_stdout() -> None:
+class OutputState:
+    """What the command's standard output went through: ``closed`` once a reader closed the
+    pipe (``oloproof gate latest | head -1``), ``decided`` once the command reached its own
+    exit code (a gate's 0 or 1). A closed pipe never turns into 1, the gate's code (SPEC
+    §18.1): the command goes on, its output dropped, and ends with the code it decided — or
+    with 2 when it decided nothing (its output, the result, did not reach its reader)."""
+
+    closed = False
+    decided = False
+
+
+def decided_exit(code: int) -> None:
+    """End a command with the code it decided (the gate's): kept even if stdout was closed."""
+    OutputState.decided = True
+    sys.exit(code)
+
+
+class PipeSafeStdout:
+    """Standard output that survives its reader going away: a write or flush into a closed
+    pipe marks :class:`OutputState` closed, points the file at /dev/null and drops the text —
+    so rich, click and the interpreter's last flush never turn a broken pipe into an exit."""
+
+    def __init__(self, stream: Any):
+        self._stream = stream
+
+    def _closed(self) -> None:
+        OutputState.closed = True
+        _silence_stdout(self._stream)
+
+    def write(self, text: str) -> int:
+        if not OutputState.closed:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._closed()
+        return len(text)
+
+    def flush(self) -> None:
+        if not OutputState.closed:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._closed()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _silence_stdout(stream: Any = None) -> None:
     """After a broken pipe: point stdout at /dev/null so the interpreter's last flush is quiet."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(devnull, (stream or sys.stdout).fileno())
         os.close(devnull)
     except (OSError, ValueError, AttributeError):  # not a real file (click's CliRunner)
         pass
@@ -166,6 +237,9 @@ def _flush_stdout() -> None:
         sys.stdout.flush()
     except OSError as e:
         _silence_stdout()
+        if e.errno == errno.EPIPE:
+            OutputState.closed = True
+            return  # the command's own code decides (see OutputState)
         click.echo(f"error: {os_error_message(e)} (writing to stdout)", err=True)
         sys.exit(EXIT_INPUT)
 
@@ -223,7 +297,7 @@ def log_key() -> bytes | None:
         return None
     if not key:
         raise UsageError("OLOPROOF_LOG_KEY is set but empty; unset it, or set the key the log is chained with")
-    return key.encode()
+    return key.encode("utf-8", "surrogateescape")  # the variable's own bytes, UTF-8 or not
 
 
 def open_log(db: str | None, *, must_exist: bool = True, durability: str = "full", write: bool = False) -> Any:
@@ -237,7 +311,8 @@ def open_log(db: str | None, *, must_exist: bool = True, durability: str = "full
     if must_exist and not path.is_file():
         raise UsageError(f"--db {path}: is not a file")
     if must_exist and path.stat().st_size == 0:
-        raise UsageError(f"{path}: an empty file, not an Oloproof log")
+        raise UsageError(f"{path}: an empty file: an Oloproof log whose creation was interrupted (or no log at "
+                         "all); delete it, or run 'oloproof run' to create the log in it")
     store = SQLiteStore(path, durability=durability, create=not must_exist, readonly=not write, key=log_key())
     if not write:
         return store

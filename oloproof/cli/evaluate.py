@@ -8,6 +8,7 @@ from oloproof.cli.common import (
     DB_HELP,
     check_output_path,
     console,
+    decided_exit,
     handled,
     incomplete_note,
     open_log,
@@ -75,4 +76,4 @@ def command(run: str, json_path: str | None, db: str | None, project_dir: str, o
     if json_path:
         write_json(json_path, results_dict(run_id, s.system_name, s.system_version, project.suite, summary,
                                            stored.sealed.digest if stored.sealed else None))
-    sys.exit(summary.gate.exit_code if summary.gate else 0)
+    decided_exit(summary.gate.exit_code if summary.gate else 0)

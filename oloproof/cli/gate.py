@@ -1,10 +1,8 @@
 from __future__ import annotations
 
-import sys
-
 import click
 
-from oloproof.cli.common import DB_HELP, console, handled, incomplete_note, open_log, resolve_run
+from oloproof.cli.common import DB_HELP, console, decided_exit, handled, incomplete_note, open_log, resolve_run
 
 
 @click.command("gate")
@@ -42,8 +40,8 @@ def command(run: str, db: str | None) -> None:
         out.print(note, markup=False)
     if summary.gate is None:
         out.print(f"run {run_id}: no gate (no release rules)")
-        sys.exit(0)
+        decided_exit(0)
     out.print(Text(f"run {run_id}: gate {summary.gate.decision}"))
     out.print(gate_table(summary))
     out.print(Text(exit_line(summary.gate)))
-    sys.exit(summary.gate.exit_code)
+    decided_exit(summary.gate.exit_code)

@@ -42,8 +42,32 @@ class OloproofGroup(click.Group):
 
     def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
              standalone_mode: bool = True, **extra: Any) -> Any:
+        from oloproof.cli.common import fail, non_utf8_argument
+
+        bad = non_utf8_argument(sys.argv[1:] if args is None else args)  # `show $'\xff'`: exit 2
+        if bad is not None:
+            if not standalone_mode:
+                raise click.UsageError(bad)
+            fail(bad)
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        from oloproof.cli.common import OutputState, PipeSafeStdout
+
+        real = sys.stdout
+        OutputState.closed = OutputState.decided = False
+        sys.stdout = PipeSafeStdout(real)  # a reader closing the pipe never decides the code
+        try:
+            self._standalone(args, prog_name, complete_var, **extra)
+        except SystemExit as e:
+            nothing_decided = e.code in (0, None) and not OutputState.decided
+            if OutputState.closed and nothing_decided:
+                raise SystemExit(EXIT_INPUT) from None  # the output did not reach its reader
+            raise
+        finally:
+            sys.stdout.flush()
+            sys.stdout = real
+
+    def _standalone(self, args: Any, prog_name: str | None, complete_var: str | None, **extra: Any) -> None:
         try:
             rv = super().main(args, prog_name, complete_var, False, **extra)
         except (click.exceptions.Abort, KeyboardInterrupt, EOFError):
