@@ -65,6 +65,11 @@ class RunStarted(Event, frozen=True, tag="run_started.v1"):
     #: version of mutable external data it reads). A prefix case frozen from this run keeps
     #: them, and is stale for a system whose surface no longer matches. Empty when unknown.
     surface: dict[str, Any] = {}
+    #: what the system could read when the run started, path -> 16 hex digits of its SHA-256:
+    #: the project folder's files (paths relative to it), the modules it imported from
+    #: PYTHONPATH and what ``system.code`` names (absolute paths). ``--resume`` refuses a run
+    #: one of them changed in, naming it. Not part of any replay key. Empty in older logs.
+    files: dict[str, str] = {}
 
 
 class RunResumed(Event, frozen=True, tag="run_resumed.v1"):
@@ -231,10 +236,15 @@ class ReplayFinished(Event, frozen=True, tag="replay_finished.v1"):
     injected: bool = True
 
 
-class CaseFinished(Event, frozen=True, tag="case_finished.v1"):
+class CaseFinished(Event, frozen=True, tag="case_finished.v2"):
+    """How a case ended: its output, or the error that ended it. ``traceback``: the frames of
+    the user's code when the system raised (Oloproof's own frames left out); None for any
+    other end, and for ``case_finished.v1`` events, which had no traceback (upcast on read)."""
+
     output: Any = None
     error: str | None = None
     error_kind: str | None = None
+    traceback: str | None = None
 
 
 class AttributionRecorded(Event, frozen=True, tag="attribution.v1"):
@@ -271,7 +281,23 @@ AnyEvent = Union[
 ]
 
 #: tag of an older schema version -> function turning its decoded dict into a current event.
-UPCASTERS: dict[str, Callable[[dict[str, Any]], Event]] = {}
+UPCASTERS: dict[str, Callable[[dict[str, Any]], Event]] = {
+    # v1 had no traceback: the case ended as it did, where it raised is unknown
+    "case_finished.v1": lambda raw: CaseFinished(raw.get("output"), raw.get("error"), raw.get("error_kind")),
+}
+
+
+class _Tagged(msgspec.Struct):
+    type: str
+
+
+_TAG_ONLY = msgspec.json.Decoder(_Tagged)
+
+
+def stored_tag(payload: bytes | str) -> str:
+    """The type a payload was written with (``case_finished.v1``), before any upcast: what
+    the log's type column must hold."""
+    return _TAG_ONLY.decode(payload).type
 
 _DECODER = msgspec.json.Decoder(AnyEvent)
 _MANY = msgspec.json.Decoder(list[AnyEvent])
@@ -346,7 +372,7 @@ _SEARCH_STEP = msgspec.json.Decoder(_SearchStep)
 _SEARCH_END = msgspec.json.Decoder(_SearchEnd)
 _SEARCH_REPLAY = msgspec.json.Decoder(_SearchReplay)
 #: the stored types the search index holds: steps, and the errors that ended a case or replay
-SEARCHED_TYPES = ("step.v1", "case_finished.v1", "replay_finished.v1")
+SEARCHED_TYPES = ("step.v1", "case_finished.v1", "case_finished.v2", "replay_finished.v1")
 
 
 #: the snippet's highlight markers (U+E000, U+E001: oloproof.store.search) never come from a
@@ -371,7 +397,7 @@ def search_fields(type_: str, payload: bytes) -> tuple[int | None, str, str | No
         parts = [x for x in (s.tool_name, s.agent, s.to_agent) if x]
         parts.extend(_searchable(bytes(r)) for r in (s.arguments, s.result) if r and bytes(r) != b"null")
         return s.index, s.kind, s.tool_name, " ".join(parts).translate(_NO_MARKS)
-    if type_ in ("case_finished.v1", "replay_finished.v1"):
+    if type_ in ("case_finished.v1", "case_finished.v2", "replay_finished.v1"):
         error = _SEARCH_END.decode(payload).error
         return None if error is None else (None, "error", None, error.translate(_NO_MARKS))
     return None

@@ -102,6 +102,8 @@ class CaseView(msgspec.Struct, frozen=True):
     output: Any = None
     error: str | None = None
     error_kind: str | None = None
+    #: where the system raised (the user's frames), when it did and the log recorded it
+    traceback: str | None = None
     finished: bool = False
     trajectory: TrajectoryView | None = None
     state: Any = NO_STATE
@@ -186,6 +188,8 @@ def fold_case(events: Sequence[Event], stream: str = "?") -> CaseView:
             fields["output"] = ev.output  # type: ignore[attr-defined]
             fields["error"] = ev.error  # type: ignore[attr-defined]
             fields["error_kind"] = ev.error_kind  # type: ignore[attr-defined]
+            if ev.traceback is not None:  # type: ignore[attr-defined]
+                fields["traceback"] = ev.traceback  # type: ignore[attr-defined]
             fields["finished"] = True
         elif t is EffectRecorded:
             effects.append(ev)  # type: ignore[arg-type]

@@ -33,6 +33,7 @@ from oloproof.events import (
     decode,
     encode,
     seal_digest,
+    stored_tag,
     tag_of,
 )
 from oloproof.replay.engine import PREFIX
@@ -140,10 +141,10 @@ def audit_run(store: EventStore, run_id: str, *, chains: bool = True) -> RunAudi
         problems.append(f"{run_id} #0: the run stream does not begin with run_started")
         return audit
     audit.started = events[0]
-    for ev, event in zip(stored, events):
-        if ev.type != tag_of(event):
+    for ev in stored:
+        if ev.type != stored_tag(ev.payload):  # as written: an upcast event keeps its old type
             problems.append(f"{run_id} #{ev.seq}: stored type {ev.type!r} disagrees with its payload "
-                            f"({tag_of(event)!r})")
+                            f"({stored_tag(ev.payload)!r})")
     seal_at = next((i for i, e in enumerate(events) if isinstance(e, RunSealed)), None)
     if seal_at is not None:
         audit.sealed = events[seal_at]  # type: ignore[assignment]
@@ -208,7 +209,8 @@ def _deep_check(store: EventStore, prefixes: list[str], streams: list[str]) -> l
     for source in sources:
         for ev in source:
             try:
-                tag = tag_of(decode(ev.payload))
+                decode(ev.payload)
+                tag = stored_tag(ev.payload)  # the type it was written with, before any upcast
             except Exception as e:
                 out.append(f"{ev.stream} #{ev.seq}: payload cannot be decoded ({_short(e)})")
                 continue

@@ -40,6 +40,8 @@ class Suite:
         self.results: dict[str, Any] = {}
         self.criteria: list[str] = []
         self.error: BaseException | None = None
+        #: case id -> (error, traceback) of the cases whose system raised
+        self.raised: dict[str, tuple[str, str | None]] = {}
 
     def ids(self) -> list[str]:
         from oloproof.app.project import load_project
@@ -65,6 +67,11 @@ class Suite:
             store = SQLiteStore(self.db)
             try:
                 self.outcome = run_suite(project, system, store, info, keep_cases=True)
+                if self.outcome.errors:
+                    from oloproof.app.runs import iter_case_views
+
+                    self.raised = {v.case_id: (v.error, v.traceback)
+                                   for v in iter_case_views(store, self.outcome.run_id) if v.error is not None}
             finally:
                 store.close()
             self.criteria = project.suite.criteria
@@ -98,7 +105,12 @@ class OloproofItem(pytest.Item):
         bad = [(c, v) for c, v in zip(self.suite.criteria, result.verdicts) if v[0] in ("fail", "missing")]
         if bad:
             shown = ", ".join(f"{c}: {v[0]}" + (f" ({v[1]})" if v[1] else "") for c, v in bad)
-            raise CaseFailure(f"case {self.case_id!r}: {shown} — see 'oloproof show {outcome.run_id} {self.case_id}'")
+            message = f"case {self.case_id!r}: {shown} — see 'oloproof show {outcome.run_id} {self.case_id}'"
+            raised = self.suite.raised.get(self.case_id)
+            if raised is not None:  # where the system raised, as pytest shows a test's own error
+                error, tb = raised
+                message += f"\nerror: {error}" + (f"\n{tb.rstrip()}" if tb else "")
+            raise CaseFailure(message)
 
     def repr_failure(self, excinfo: Any, style: Any = None) -> Any:
         if isinstance(excinfo.value, CaseFailure):

@@ -24,6 +24,7 @@ import contextlib
 import contextvars
 import copy
 import inspect
+import os
 import signal
 import sys
 import threading
@@ -97,6 +98,8 @@ class Recording:
     error_kind: str | None
     #: the output's canonical JSON, checked (None when there is no output)
     output_json: bytes | None = None
+    #: where the system raised: the frames of the user's code (None: it did not raise)
+    traceback: str | None = None
 
 
 class _Failed(Exception):
@@ -128,6 +131,53 @@ def _classify(exc: BaseException, timeout: float | None, timed_out: bool = False
     return _text(f"{type(exc).__name__}: {exc}"), "system_error"
 
 
+#: a traceback longer than this keeps its head and its tail (the frames nearest the raise)
+MAX_TRACEBACK = 32_000
+_OWN = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the oloproof package
+
+
+def user_traceback(exc: BaseException) -> str | None:
+    """The traceback of an exception the system raised, as Python prints it, with Oloproof's
+    own frames left out (the recorder, the executor, the wrappers of ``@tool``): what a user
+    debugging their agent needs, and nothing that changes with Oloproof's internals. Chained
+    exceptions (``raise … from``, an error while handling another) are kept."""
+    import traceback
+
+    try:
+        te = traceback.TracebackException.from_exception(exc, limit=None)
+        seen: set[int] = set()
+        todo = [te]
+        while todo:
+            t = todo.pop()
+            if id(t) in seen:
+                continue
+            seen.add(id(t))
+            mine = [f for f in t.stack if not _is_own(f.filename)]
+            t.stack = traceback.StackSummary.from_list(mine or list(t.stack)[-1:])
+            todo.extend(x for x in (t.__cause__, t.__context__) if x is not None)
+        text = _text("".join(te.format()))
+    except Exception:  # noqa: BLE001 - a traceback that cannot be formatted is no error of the case
+        return None
+    if len(text) > MAX_TRACEBACK:
+        half = MAX_TRACEBACK // 2
+        text = text[:half] + f"\n… ({len(text) - 2 * half} characters left out) …\n" + text[-half:]
+    return text
+
+
+def _traceback_of(exc: BaseException) -> str | None:
+    """The user's traceback of how a case ended: the system's exception (for a failing
+    ``reset()``/``snapshot()``, the exception behind it); None when nothing of theirs raised."""
+    if isinstance(exc, _Failed):
+        exc = exc.__cause__ or exc
+        if isinstance(exc, _Failed):
+            return None
+    return user_traceback(exc)
+
+
+def _is_own(filename: str) -> bool:
+    return os.path.abspath(filename).startswith(_OWN + os.sep)
+
+
 def _text(message: str) -> str:
     """A message that encodes as UTF-8 (a model's truncated emoji leaves a lone surrogate)."""
     return message.encode("utf-8", "backslashreplace").decode("utf-8")
@@ -144,7 +194,7 @@ def _check_output(output: Any, what: str) -> None:
 
 
 def _finish(slot: SystemSlot, recorder: CaseRecorder, output: Any, error: str | None,
-            kind: str | None) -> Recording:
+            kind: str | None, tb: str | None = None) -> Recording:
     """Collect the trajectory and the state the case left, and encode them."""
     events: list[Event] = []
     if kind != "invalid_record":
@@ -170,6 +220,7 @@ def _finish(slot: SystemSlot, recorder: CaseRecorder, output: Any, error: str | 
                        if isinstance(e, (TypeError, ValueError, OverflowError)) else "raised")
             if error is None:
                 error, kind = f"snapshot() {problem}: {type(e).__name__}: {e}", "snapshot_error"
+                tb = user_traceback(e)
     try:
         _check_values(events)
         payloads = [encode(ev) for ev in events]
@@ -185,7 +236,8 @@ def _finish(slot: SystemSlot, recorder: CaseRecorder, output: Any, error: str | 
             output, error, kind = None, str(e), "invalid_record"
         except (TypeError, ValueError, OverflowError):
             return Recording([], [], None, _describe_unencodable(events, output), "invalid_record")
-    return Recording(payloads, [tag_of(ev) for ev in events], output, error, kind, output_json)
+    return Recording(payloads, [tag_of(ev) for ev in events], output, error, kind, output_json,
+                     tb if error is not None else None)
 
 
 def _check_declared(evidence: list[Event], records: Any, case_id: str) -> None:
@@ -265,7 +317,7 @@ def record(slot: SystemSlot, recorder: CaseRecorder, invoke: Callable[[], Any], 
             return _loop().run_until_complete(work)
         return _loop().run_until_complete(_at_most(work, timeout, slot, recorder))
     output: Any = None
-    error = kind = None
+    error = kind = tb = None
     token = _CURRENT.set(recorder)
     try:
         _begin(slot, reset_to)
@@ -280,10 +332,11 @@ def record(slot: SystemSlot, recorder: CaseRecorder, invoke: Callable[[], Any], 
     except BaseException as e:  # the system under test may raise anything, SystemExit included
         output = None
         error, kind = _classify(e, timeout)
+        tb = _traceback_of(e)
     finally:
         if token is not None:
             _CURRENT.reset(token)
-    return _finish(slot, recorder, output, error, kind)
+    return _finish(slot, recorder, output, error, kind, tb)
 
 
 async def arecord(slot: SystemSlot, recorder: CaseRecorder, invoke: Callable[[], Any], *, reset_to: Any,
@@ -292,7 +345,7 @@ async def arecord(slot: SystemSlot, recorder: CaseRecorder, invoke: Callable[[],
     import asyncio
 
     output: Any = None
-    error = kind = None
+    error = kind = tb = None
     token = _CURRENT.set(recorder)  # set inside this task: the task itself is not a branch
     timer = _Timer(timeout)
     task = asyncio.current_task()
@@ -313,12 +366,13 @@ async def arecord(slot: SystemSlot, recorder: CaseRecorder, invoke: Callable[[],
             raise  # cancelled from outside (the run stops): not this case's doing
         output = None
         error, kind = _classify(e, timeout, timer.expired)
+        tb = _traceback_of(e)
     finally:
         _CURRENT.reset(token)
         if timer.fired and task is not None:
             task.uncancel()
     await _settle(recorder)
-    return _finish(slot, recorder, output, error, kind)
+    return _finish(slot, recorder, output, error, kind, tb)
 
 
 async def _at_most(work: Any, timeout: float, slot: SystemSlot, recorder: CaseRecorder) -> Recording:
@@ -527,8 +581,9 @@ def _case_record(args: CaseArgs, head: bytes, rec: Recording) -> CaseRecord:
     if rec.error_kind in _NAMED and error is not None and not error.startswith("case "):
         error = f"case {args.case_id!r}: {error}"  # the system's own exception is stored as it was raised
     output = msgspec.Raw(rec.output_json) if rec.output_json is not None else rec.output
-    end = encode(CaseFinished(output, error, rec.error_kind))
-    return CaseRecord(args.case_id, [head, *rec.payloads, end], ["case_started.v1", *rec.types, "case_finished.v1"])
+    finished = CaseFinished(output, error, rec.error_kind, rec.traceback)
+    return CaseRecord(args.case_id, [head, *rec.payloads, encode(finished)],
+                      ["case_started.v1", *rec.types, tag_of(finished)])
 
 
 def _invocation(slot: SystemSlot, args: CaseArgs, case: Case) -> Callable[[], Any] | Recording:

@@ -73,7 +73,7 @@ def case_detail(view: CaseView, result: CaseResult, suite: SuiteEvaluation, repl
 
     detail: dict[str, Any] = {
         "case_id": view.case_id, "input": view.input, "expected": view.expected,
-        "output": view.output, "error": view.error,
+        "output": view.output, "error": view.error, "traceback": view.traceback,
         "verdicts": dict(zip(suite.criteria, result.verdicts)),
         "paths": [msgspec.to_builtins(p) for p in result.paths],
         "trajectory": _steps(view),

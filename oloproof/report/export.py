@@ -49,6 +49,9 @@ def export_records(run_id: str, view: CaseView, verdicts: dict[str, Any],
     if t is None and view.state is NO_STATE and not view.effects and not view.evidence:
         yield canonical_json({"record": "case/v1", **head, "data": {"output": view.output,
                                                                      "error": view.error}}).decode()
+    if view.traceback is not None:  # where the system raised, whatever else was recorded
+        yield canonical_json({"record": "error", **head, "data": {"error": view.error, "error_kind": view.error_kind,
+                                                                  "traceback": view.traceback}}).decode()
 
 
 def export_lines(store: Any, run_id: str) -> Iterator[str]:

@@ -67,6 +67,14 @@ def _num(x: Any) -> str:
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff]")
 
 
+def traceback_text(tb: str) -> Text:
+    """A recorded traceback as lines of plain text, indented under the ``error:`` line:
+    control characters escaped line by line (a recorded message cannot move the cursor), and
+    a newline in the exception's message stays inside the indented block (it cannot fake a
+    line of Oloproof's own); never read as markup."""
+    return Text("\n".join("  " + printable(line) for line in tb.rstrip("\n").split("\n")), style="dim")
+
+
 def printable(value: Any) -> str:
     """Recorded text as it may reach a terminal: controls shown as escapes (``\\x1b``), never
     obeyed, so a recorded value cannot clear the screen, fake a line or plant a link."""
@@ -355,7 +363,10 @@ def case_panel(view: CaseView, verdicts: dict[str, tuple[str, str | None]], path
     if fault:
         parts.append(Text(f"fault: {printable(fault)}"))
     if view.error:
-        parts.append(Text(f"error: {printable(view.error)}", style="red"))
+        # one line: a newline in the exception's message cannot fake a line of the report
+        parts.append(Text("error: " + printable(view.error).replace("\n", "\\n"), style="red"))
+        if view.traceback:
+            parts.append(traceback_text(view.traceback))
     else:
         parts.append(Text(f"output: {_short(view.output, 200)}"))
     vt = Grid(("criterion", "key"), ("verdict", "key"), ("reason", "text"))

@@ -23,7 +23,7 @@ TABLES: dict[str, tuple[dict[str, type], tuple[str, ...], list[tuple[str, str, s
               "case_count": int, "cases_committed": int, "sealed": int, "log_digest": str, "config_digest": str},
              ("run_id",), [], []),
     "cases": ({"case_id": str, "run_id": str, "position": int, "status": str, "error": str, "error_kind": str,
-               "terminal_status": str, "steps": int, "tool_calls": int, "first_tool": str, "last_tool": str,
+               "traceback": str, "terminal_status": str, "steps": int, "tool_calls": int, "first_tool": str, "last_tool": str,
                "truncated": int, "derived_from": str, "input": str, "output": str, "metadata": str},
               ("case_id",), [("run_id", "runs", "run_id"), ("derived_from", "cases", "case_id")],
               [["run_id"], ["first_tool"], ["status"]]),

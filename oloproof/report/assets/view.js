@@ -247,6 +247,7 @@
     var head = [[td("input"), tdPre(c.input)], [td("expected"), tdPre(c.expected)]];
     if (c.fault) head.push([td("fault"), td(c.fault)]);
     head.push([td(c.error ? "error" : "output"), tdPre(c.error || c.output)]);
+    if (c.traceback) head.push([td("traceback"), el("td", null, [el("pre", { cls: "traceback", text: c.traceback })])]);
     panel.appendChild(table(["", ""], head));
     panel.appendChild(el("h3", { text: "Verdicts" }));
     var verdicts = table(["criterion", "verdict", "reason"], criteria.map(function (k) {
