@@ -11,6 +11,11 @@ from oloproof.errors import UsageError
 EXAMPLES = {"stateful-agent": "stateful_agent", "support-agent": "support_agent",
             "triage-agents": "triage_agents", "release-gate": "release_gate",
             "prefix-regression": "prefix_regression", "pydantic-ai-agent": "pydantic_ai_agent"}
+#: what ``oloproof init --blank`` copies: a runnable skeleton to start a project from
+BLANK = "blank"
+_FOLDERS = {**EXAMPLES, BLANK: "blank"}
+#: what an example needs beyond Oloproof itself: printed by ``init``, named when it is missing
+EXTRAS = {"pydantic-ai-agent": "pip install 'oloproof[otel]' pydantic-ai-slim"}
 _SKIP = {"__pycache__", ".oloproof", ".pytest_cache"}
 
 
@@ -23,9 +28,9 @@ def examples_root() -> Path:
 
 
 def example_files(name: str) -> tuple[Path, list[Path]]:
-    if name not in EXAMPLES:
+    if name not in _FOLDERS:
         raise UsageError(f"unknown example {name!r} (available: {', '.join(sorted(EXAMPLES))})")
-    source = examples_root() / EXAMPLES[name]
+    source = examples_root() / _FOLDERS[name]
     files = sorted(p for p in source.rglob("*")
                    if p.is_file() and not _SKIP & set(p.relative_to(source).parts)
                    and p.suffix != ".pyc")
