@@ -11,7 +11,8 @@
     ├── ExecutorError         the workers are gone (a cluster lost every worker): exit 3
     └── StoreError            the log itself
         ├── CorruptLogError   the log cannot be read as Oloproof events
-        └── DuplicateEventError  a (stream, sequence) already exists; the batch rolled back
+        ├── DuplicateEventError  a (stream, sequence) already exists; the batch rolled back
+        └── RunBusyError      another process is recording or resuming the run
 
     Interrupted (a BaseException)  the run was stopped (Ctrl-C): never recorded as a case's error
 
@@ -68,6 +69,10 @@ class CorruptLogError(StoreError):
 
 class DuplicateEventError(StoreError):
     """An event with the same (stream, sequence) exists; the whole batch rolled back."""
+
+
+class RunBusyError(StoreError):
+    """Another process is writing the run (recording or resuming it); nothing was written."""
 
 
 class Interrupted(BaseException):

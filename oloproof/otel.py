@@ -61,7 +61,26 @@ def _attributes(span: Any) -> Any:
         a = a.copy()
     except AttributeError:  # a mapping without copy()
         pass
-    return a if type(a) is dict else dict(a)
+    a = a if type(a) is dict else dict(a)
+    if not _PLAIN.issuperset(map(type, a.values())):
+        a = {k: _plain(v) for k, v in a.items()}
+    return a
+
+
+_PLAIN = frozenset((str, bool, int, float))
+
+
+def _plain(value: Any) -> Any:
+    """An attribute's value as its plain type: the SDK keeps a ``str`` or ``int`` subclass (an
+    enum's member...) as it was given, and the log's encoder takes only the plain types. The
+    base type's own method, so that a subclass's ``__str__`` cannot change the text."""
+    if isinstance(value, (tuple, list)):
+        return tuple(_plain(v) for v in value)
+    for base in (str, bool, int, float):
+        if isinstance(value, base):
+            return value if type(value) is base else (
+                str.__str__(value) if base is str else int.__index__(value) if base is int else float.__float__(value))
+    return value
 
 
 class _CaseState:
@@ -69,15 +88,17 @@ class _CaseState:
     (innermost last), the last agent seen, and whether steps name their agent (decided by the
     first step: every step names one, or none does); the spans started in the case and not
     yet ended (id → whether it was an agent invocation entered); the tool calls the last model
-    decision asked for."""
+    decision asked for; the spans already ended (their ids), so that a processor registered
+    twice, or two of them, record each span once."""
 
-    __slots__ = ("agents", "calls", "last", "named", "open")
+    __slots__ = ("agents", "calls", "ended", "last", "named", "open")
 
     def __init__(self) -> None:
         self.agents: list[str] = []
         self.last: str | None = None
         self.named: bool | None = None
         self.open: dict[int, bool] = {}
+        self.ended: set[int] = set()
         self.calls: list[tuple[str, dict[str, Any]]] = []
 
     def agent(self) -> str | None:
@@ -98,10 +119,13 @@ class OloproofSpanProcessor(SpanProcessor):
         rec = _CURRENT.get()
         if rec is None:
             return
-        a = _attributes(span)
         state = self._state(rec)
+        span_id = span.context.span_id
+        if span_id in state.open or span_id in state.ended:
+            return  # seen by another registration (the same processor added twice, or a second one)
+        a = _attributes(span)
         entered = operation_of(span.name, a) in AGENT_OPS
-        state.open[span.context.span_id] = entered
+        state.open[span_id] = entered
         if not entered:
             return
         name = a.get("gen_ai.agent.name")
@@ -115,10 +139,14 @@ class OloproofSpanProcessor(SpanProcessor):
         rec = _CURRENT.get()
         if rec is None:
             return
+        state = self._state(rec)
+        span_id = span.context.span_id
+        if span_id in state.ended:
+            return  # recorded by another registration
+        state.ended.add(span_id)
         a = _attributes(span)
         op = operation_of(span.name, a)
-        state = self._state(rec)
-        entered = state.open.pop(span.context.span_id, False)
+        entered = state.open.pop(span_id, False)
         if op in TOOL_OPS:
             error = None
             if span.status is not None and span.status.status_code == StatusCode.ERROR:

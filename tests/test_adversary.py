@@ -261,7 +261,7 @@ def test_a_rewrite_that_keeps_the_old_seal_is_caught(cli, support):
     last = conn.execute("SELECT pos, payload FROM events WHERE stream = ? ORDER BY seq DESC LIMIT 1",
                         (stream,)).fetchone()
     event = json.loads(bytes(last[1]))
-    assert event["type"] == "case_finished.v1"
+    assert event["type"] == "case_finished.v2"
     event["output"] = {"answer": "forged"}
     conn.execute("UPDATE events SET payload = ? WHERE pos = ?", (encode(event), last[0]))
     recompute_chains(conn)  # every chain holds again, but the seal was not redone
@@ -303,8 +303,8 @@ def test_with_a_key_nobody_without_it_can_recompute_the_chain(cli, tmp_path, mon
     r = cli("run", cwd=p)
     assert r.exit_code == 2 and "OLOPROOF_LOG_KEY" in r.output
     monkeypatch.setenv("OLOPROOF_LOG_KEY", "wrong")
-    r = cli("audit", "verify", cwd=p)
-    assert r.exit_code == 1 and "digest mismatch" in r.output
+    r = cli("audit", "verify", cwd=p)  # the key is at fault, not the log (tests/test_hostile_files.py)
+    assert r.exit_code == 1 and "wrong key" in r.output and "digest mismatch" not in r.output
 
 
 def test_a_type_column_that_disagrees_with_its_payload_is_named(cli, support):
@@ -399,7 +399,7 @@ def test_read_commands_never_create_or_alter_a_file(cli, tmp_path, support):
     empty.write_bytes(b"")
     for command in (["runs"], ["gate", "latest"], ["audit", "verify"]):
         r = cli(*command, "--db", str(empty), cwd=p)
-        assert r.exit_code == 2 and "not an Oloproof log" in r.output, command
+        assert r.exit_code == 2 and "creation was interrupted" in r.output, command
     assert empty.read_bytes() == b""
     foreign = tmp_path / "foreign.db"
     conn = sqlite3.connect(foreign)

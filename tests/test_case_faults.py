@@ -463,7 +463,9 @@ class Desk(Stateful):
 def test_faults_in_concurrent_tasks_record_and_replay(cli, tmp_path):
     """A case whose agent runs concurrent tasks: the fault applies in its task, the control
     replay re-applies it, and a timeout_after_effect replay runs the call in its task."""
-    p = project(tmp_path, app=GATHER_APP, config=CONFIG.replace("tool: lookup", "tool: charge"),
+    # this agent has no escalate tool: the configuration may not name one (SPEC §18.1)
+    p = project(tmp_path, app=GATHER_APP, config=CONFIG.replace("tool: lookup", "tool: charge")
+                .replace(", escalate_tools: [escalate]", ""),
                 cases=[case("a"), case("b", {"tool": "charge", "kind": "timeout_after_effect"}),
                        case("c", {"tool": "charge", "kind": "denied"})])
     db = run(cli, p)

@@ -235,9 +235,11 @@ BOOLEANS = [
      "rules[0].no_regression.max_regressions"),
     ("release.yaml", "max_failures: 0", "no_regression: {baseline: 'version:v1', max_p: true}",
      "rules[0].no_regression.max_p"),
+    ("release.yaml", "max_failures: 0", "no_regression: {baseline: 'version:v1', max_p: 0.05, min_paired: true}",
+     "rules[0].no_regression.min_paired"),
 ]
 COVERED = {"min_slice_support", "timeout", "trials", "quantile", "minimum_validity", "max_failures",
-           "min_lower_bound", "min_rate", "max_regressions", "max_p", "min_pass_hat_k"}
+           "min_lower_bound", "min_rate", "max_regressions", "max_p", "min_paired", "min_pass_hat_k"}
 
 
 @pytest.mark.parametrize("file,old,new,field", BOOLEANS)
@@ -438,15 +440,11 @@ HOSTILE_APP = """\
 import pathlib
 
 import app
-from oloproof import current_case, system, tool
+from oloproof import current_case, system
 from oloproof.errors import Interrupted
 
-HERE = pathlib.Path(__file__).parent
-
-
-@tool
-def price_of(order_id):
-    return {"order_id": order_id, "price": float("nan")}
+HERE = pathlib.Path(__file__).parent / ".run"  # hidden: not one of the files a resume checks
+HERE.mkdir(exist_ok=True)
 
 
 @system(name="support-agent", version="slice-e-example", records=("agent_trajectory/v1",))
@@ -477,17 +475,18 @@ def test_hostile_outputs_error_their_case_and_resume_does_not_retry_them(cli, su
 
     write(support_project / "hostile.py", HOSTILE_APP)
     edit(support_project / "oloproof.yaml", "callable: app:run", "callable: hostile:run")
-    (support_project / "STOP").touch()
+    (support_project / ".run").mkdir()
+    (support_project / ".run" / "STOP").touch()
     r = cli("run", cwd=support_project)
     assert r.exit_code == 130, r.output
-    assert (support_project / "calls.txt").read_text().split() == [f"case_00{i}" for i in range(1, 6)]
-    (support_project / "STOP").unlink()
+    assert (support_project / ".run" / "calls.txt").read_text().split() == [f"case_00{i}" for i in range(1, 6)]
+    (support_project / ".run" / "STOP").unlink()
     store = SQLiteStore(support_project / LOG)
     run_id = latest_run_id(store)
     store.close()
     r = cli("run", "--resume", run_id, cwd=support_project)
     assert r.exit_code == 1, r.output  # the example's gate fails on purpose; the run finished
-    calls = (support_project / "calls.txt").read_text().split()
+    calls = (support_project / ".run" / "calls.txt").read_text().split()
     assert calls.count("case_001") == calls.count("case_002") == calls.count("case_003") == 1
     assert len(calls) == 5 + 36  # the resumed run ran case_005 again and the 35 after it
     assert "case 'case_001': output.items[2].price: NaN is not allowed (JSON has no NaN)" in r.output
@@ -698,4 +697,4 @@ def test_legit_outputs_are_stored_byte_for_byte(tmp_path):
     rec = record_case(slot, CaseArgs("r", 0, sc), None)
     end = decode(rec.payloads[-1])
     assert end.error is None and end.output == output
-    assert rec.payloads[-1] == msgspec.json.encode({"output": output, "type": "case_finished.v1"}, order="sorted")
+    assert rec.payloads[-1] == msgspec.json.encode({"output": output, "type": "case_finished.v2"}, order="sorted")

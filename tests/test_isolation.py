@@ -87,7 +87,7 @@ def results(cli, p, *args):
 
 def outputs(p):
     conn = sqlite3.connect(p / ".oloproof" / "log.db")
-    rows = conn.execute("SELECT stream, payload FROM events WHERE type = 'case_finished.v1'").fetchall()
+    rows = conn.execute("SELECT stream, payload FROM events WHERE type = 'case_finished.v2'").fetchall()
     conn.close()
     return {s.split("/", 1)[1]: json.loads(x) for s, x in rows}
 
@@ -197,7 +197,7 @@ def test_ctrl_c_stops_cleanly_and_the_run_resumes(tmp_path, executor):
     assert runs[0]["status"] == "incomplete"
     assert f"oloproof run --resume {runs[0]['run_id']}" in err  # the message names the run to resume
     conn = sqlite3.connect(db)
-    errored = conn.execute("SELECT COUNT(*) FROM events WHERE type = 'case_finished.v1' AND payload LIKE '%error%'").fetchone()[0]
+    errored = conn.execute("SELECT COUNT(*) FROM events WHERE type = 'case_finished.v2' AND payload LIKE '%error%'").fetchone()[0]
     conn.close()
     assert errored == 0, err  # the Ctrl-C was nobody's case error
     done = subprocess.run([sys.executable, "-m", "oloproof", "run", "--resume", runs[0]["run_id"], "--json", "r.json",
@@ -252,6 +252,98 @@ def test_an_unreachable_scheduler_exits_2_nothing_written(cli, tmp_path):
     assert r.exit_code == 2 and "cannot reach a Dask scheduler" in r.output, r.output
     conn = sqlite3.connect(p / ".oloproof" / "log.db")
     assert conn.execute("SELECT COUNT(*) FROM events").fetchone()[0] == 0
+
+
+def _silent_server(seconds):
+    """A TCP server on 127.0.0.1 that accepts connections and never answers; it stops itself
+    after ``seconds``. Its port."""
+    import socket
+    import threading
+
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(0.1)
+    end = time.monotonic() + seconds
+
+    def serve():
+        held = []
+        while time.monotonic() < end:
+            try:
+                held.append(server.accept()[0])
+            except OSError:  # the accept timeout: look at the clock again
+                pass
+        for conn in held:
+            conn.close()
+        server.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return server.getsockname()[1]
+
+
+def test_a_scheduler_that_never_answers_exits_2_in_bounded_time(cli, tmp_path, monkeypatch):
+    pytest.importorskip("distributed")
+    monkeypatch.setenv("OLOPROOF_DASK_TIMEOUT", "1")
+    p = make(tmp_path, ["ok"])
+    port = _silent_server(30)
+    t0 = time.monotonic()
+    r = cli("run", "--scheduler", f"tcp://127.0.0.1:{port}", cwd=p)
+    assert r.exit_code == 2 and "cannot reach a Dask scheduler" in r.output and "no answer within 1 s" in r.output, \
+        r.output
+    assert time.monotonic() - t0 < 15
+    conn = sqlite3.connect(p / ".oloproof" / "log.db")
+    assert conn.execute("SELECT COUNT(*) FROM events").fetchone()[0] == 0
+
+
+@pytest.mark.parametrize("value", ["0", "soon", "nan", "-3"])
+def test_a_bad_dask_timeout_exits_2(cli, tmp_path, monkeypatch, value):
+    pytest.importorskip("distributed")
+    monkeypatch.setenv("OLOPROOF_DASK_TIMEOUT", value)
+    r = cli("run", "--executor", "dask", cwd=make(tmp_path, ["ok"]))
+    assert r.exit_code == 2 and "OLOPROOF_DASK_TIMEOUT" in r.output, r.output
+
+
+KILLER = """\
+import os
+
+
+def dask_setup(worker):  # a Dask worker preload: runs in the worker process as it starts
+    if ALL:
+        os._exit(9)
+    try:  # only the first worker to start dies
+        os.close(os.open(MARK, os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        return
+    os._exit(9)
+"""
+
+
+@pytest.mark.parametrize("all_die", [False, True])
+def test_a_dask_worker_that_dies_while_the_cluster_starts(cli, tmp_path, monkeypatch, all_die):
+    pytest.importorskip("distributed")
+    import dask
+
+    monkeypatch.setenv("OLOPROOF_DASK_TIMEOUT", "20")
+    p = make(tmp_path / "project", ["ok", "ok", "ok"])
+    mark = tmp_path / "died"
+    preload = write(tmp_path / "killer.py", KILLER.replace("ALL", repr(all_die)).replace("MARK", repr(str(mark))))
+    t0 = time.monotonic()
+    with dask.config.set({"distributed.worker.preload": [str(preload)]}):
+        if all_die:
+            r = cli("run", "--executor", "dask", "--workers", "2", cwd=p)
+        else:
+            r, v = results(cli, p, "--executor", "dask", "--workers", "2")
+    assert time.monotonic() - t0 < 60
+    if all_die:  # no cluster at all: refused, nothing written
+        assert r.exit_code == 2 and "could not start a Dask cluster: 2 of its 2 worker processes died" in r.output, \
+            r.output
+        conn = sqlite3.connect(p / ".oloproof" / "log.db")
+        assert conn.execute("SELECT COUNT(*) FROM events").fetchone()[0] == 0
+    else:  # one worker died before it had a case: the other one runs them all
+        assert mark.exists()
+        assert r.exit_code == 0, r.output
+        assert v == {f"c{i}-ok": {"verdict": "pass"} for i in range(3)}
+        conn = sqlite3.connect(p / ".oloproof" / "log.db")
+        rows = conn.execute("SELECT payload FROM events WHERE type LIKE 'case_finished.%'").fetchall()
+        assert len({json.loads(x)["output"]["pid"] for x, in rows}) == 1  # the one worker that started
 
 
 def _processes_in(folder):

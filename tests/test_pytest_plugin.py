@@ -42,8 +42,14 @@ def test_the_support_example_runs_as_tests(cli, support, tmp_path):
     assert failed - {"release-gate"} == bad
     assert f"{len(bad) + 1} failed, {40 - len(bad)} passed" in out
     some = sorted(bad)[0]
-    assert f"see 'oloproof show {run_id} {some}'" in out
+    import re
+
+    hint = re.search(rf"see '(oloproof show {run_id} {some} --db [^']*support/.oloproof/log.db)'", out)[1]
     assert "Traceback" not in out
+    # the hint runs where pytest printed it (issue 23): it carries the log's --db
+    shown = subprocess.run([sys.executable, "-m", *hint.split()], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=120)
+    assert shown.returncode == 0 and f"case {some}" in shown.stdout, shown.stderr
 
 
 def test_the_plugin_is_inert_without_the_option(tmp_path):

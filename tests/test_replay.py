@@ -235,7 +235,9 @@ def run(case):
     return {}
 '''
     write(tmp_path / "app.py", app)
-    write(tmp_path / "oloproof.yaml", CONFIG.replace("app:Desk", "app:run").replace(", environment_state/v1", ""))
+    # this system has no escalate tool: the configuration may not name one (SPEC §18.1)
+    write(tmp_path / "oloproof.yaml", CONFIG.replace("app:Desk", "app:run").replace(", environment_state/v1", "")
+          .replace(", escalate_tools: [escalate]", ""))
     write(tmp_path / "cases.jsonl", '{"id": "plain", "input": {}}\n'
                                     '{"id": "marked", "input": {"checkpoint": true}}\n')
     data = run(cli, tmp_path)

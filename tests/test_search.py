@@ -100,15 +100,29 @@ def test_filters_narrow_the_hits(cli, support_run):
 
 
 @pytest.mark.parametrize("query", [
-    'a" OR 1=1; DROP TABLE events; --', "NEAR(", "*", "ord-009", "AND", '"', "x:y", "^", "   ",
-    "')); DELETE FROM events; --", "\x1b[31mred", "a" * 5000,
+    'a" OR 1=1; DROP TABLE events; --', "NEAR(", "AND", "   ", "a" * 5000,
 ])
 def test_hostile_or_malformed_queries_are_one_line_exit_2_and_change_nothing(cli, support_run, query):
+    """A misplaced operator (the user meant FTS5 syntax), an empty or an oversized query."""
     before = events(support_run)
     r = cli("search", query, cwd=support_run)
     assert r.exit_code == 2
     lines = r.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in r.output
+    assert "\x1b" not in r.output  # the query is shown escaped
+    assert events(support_run) == before
+
+
+@pytest.mark.parametrize("query", [
+    "*", "ord-009", '"', "x:y", "^", "')); DELETE FROM events; --", "\x1b[31mred", "sku-004",
+])
+def test_text_that_is_not_fts5_is_searched_as_a_phrase_and_says_so(cli, support_run, query):
+    """SPEC §18.2: as the report's search box does, text that is not FTS5 syntax is looked
+    for as typed (a phrase), with a note; nothing in the log changes."""
+    before = events(support_run)
+    r = cli("search", query, "--json", "-", cwd=support_run)
+    assert r.exit_code == 0, r.output
+    assert "note: " in r.output and "as the phrase" in r.output
     assert "\x1b" not in r.output  # the query is shown escaped
     assert events(support_run) == before
 
@@ -318,8 +332,10 @@ def test_the_index_tables_are_what_sqlite_utils_makes_and_it_finds_them(tmp_path
 def test_a_misplaced_operator_is_explained_not_quoted(cli, support_run):
     r = cli("search", "refund* AND NOT escalate", cwd=support_run)
     assert r.exit_code == 2 and "NOT needs a word before it" in r.output and "quote it as a phrase" not in r.output
-    r = cli("search", "ord-009", cwd=support_run)
-    assert r.exit_code == 2 and "\"ord-009\"" in r.output and "quote it as a phrase" in r.output
+    r = cli("search", "ord-009", "--json", "h.json", cwd=support_run)
+    assert r.exit_code == 0 and "searched for it as typed, as the phrase \"ord-009\"" in r.output
+    phrase = json.loads((support_run / "h.json").read_text())
+    assert phrase and phrase == hits(cli, support_run, '"ord-009"')  # the same hits as the quoted phrase
     assert hits(cli, support_run, "refund* NOT escalate", "--limit", "1000")
 
 

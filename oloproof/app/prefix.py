@@ -44,6 +44,8 @@ REDACTED = "[REDACTED]"
 class PrefixProject(Project):
     """A project whose cases are its prefix cases (``prefix.cases``)."""
 
+    evaluators_path = ("prefix", "evaluators")
+
     @property
     def cases(self) -> Any:  # type: ignore[override]
         return PrefixCases(self.root / self.config.cases)

@@ -10,11 +10,13 @@ import hashlib
 import importlib
 import os
 import sys
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from oloproof.config.cases import CaseFile, SuiteInfo, check_fault_tools
+from oloproof.config.files import read_regular
 from oloproof.config.locate import Locator
 from oloproof.config.metamorphic import Suite, load_labels
 from oloproof.config.models import (
@@ -24,7 +26,7 @@ from oloproof.config.models import (
     load_release_config,
     validate_yaml,
 )
-from oloproof.errors import ConfigError, Interrupted, UsageError
+from oloproof.errors import CaseFileError, ConfigError, InputError, Interrupted, UsageError
 from oloproof.evaluate.engine import SuiteEvaluation, build_suite
 from oloproof.events import canonical_json
 from oloproof.system import SystemFactory, SystemSlot, system_info
@@ -40,6 +42,8 @@ class Project:
     release: ReleaseConfig | None
     stored_config: dict[str, Any]
     suite: SuiteEvaluation
+    #: where ``suite``'s evaluators sit in oloproof.yaml (a prefix suite's: ``prefix.evaluators``)
+    evaluators_path = ("evaluators",)
 
     @property
     def config_digest(self) -> str:
@@ -253,9 +257,9 @@ def code_digest(root: Path, target: Any) -> str:
     h = hashlib.sha256()
     base = root.resolve()
     for path in sorted(files):
-        try:
-            data = path.read_bytes()
-        except OSError:
+        try:  # a FIFO or a device named *.py is no code: skipped, never read (it would hang)
+            data = read_regular(path, str(path), ConfigError)
+        except (OSError, ConfigError):
             continue
         try:
             name = str(path.relative_to(base))
@@ -263,6 +267,171 @@ def code_digest(root: Path, target: Any) -> str:
             name = path.name
         h.update(name.encode() + b"\x00" + hashlib.sha256(data).digest())
     return h.hexdigest()
+
+
+#: files a run's map of what its system could read holds (``RunStarted.files``); past it, the
+#: rest of the project folder goes unchecked
+MAX_INPUT_FILES = MAX_CODE_FILES
+#: a larger file is known by its size and modification time rather than read whole: a run
+#: start reads at most MAX_INPUT_FILES * MAX_HASHED_BYTES, whatever the project folder holds
+MAX_HASHED_BYTES = 8 * 2**20
+_DIGEST_HEX = 16  # of a file's SHA-256: enough to tell a change, small enough for 2,000 files
+
+
+def input_files(project: Project, target: Any = None, outputs: Iterable[str | Path] = ()) -> dict[str, str]:
+    """What the system could read, path -> digest (``RunStarted.files``): every regular file
+    of the project folder, the modules it imported from ``PYTHONPATH`` (outside the project,
+    site-packages and the standard library) and the files ``system.code`` names. Hidden files
+    and folders (``.oloproof/`` among them), caches, virtual environments, the run's
+    ``outputs`` (its log, its ``--json``) and the files the configuration names (checked on
+    their own) are left out. Paths relative to the project folder, absolute outside it; at
+    most :data:`MAX_INPUT_FILES` of them.
+
+    Data files are not part of :func:`code_digest`, the replay key: a replay follows the case
+    recorded in the same run, so a data change that alters what the agent does alters that
+    recording (and a control replay that no longer reproduces it is not trusted), while every
+    edit of a note or a README would otherwise throw the cache away."""
+    walked, modules = _inputs(project, target, outputs)
+    files = {**modules, **walked}
+    return {key: _file_digest(path) for key, path in sorted(files.items())}
+
+
+def changed_inputs(stored: dict[str, str], project: Project, target: Any = None,
+                   outputs: Iterable[str | Path] = ()) -> list[str]:
+    """The files of a run's stored map (``RunStarted.files``) that changed, went away, or —
+    in the folders walked — appeared since; each named with what happened to it. A stored
+    module this process has not imported (yet) is read from its path."""
+    walked, modules = _inputs(project, target, outputs)
+    now = {**modules, **walked}
+    out = []
+    for key, digest in stored.items():
+        path = now.get(key) or (Path(key) if Path(key).is_absolute() else None)
+        if path is None or not path.exists():
+            out.append(f"{key} (removed)")
+        elif _file_digest(path) != digest:
+            out.append(key)
+    if len(stored) < MAX_INPUT_FILES:  # the stored map holds every file of the walked folders
+        # a new module is new code; other new files are most often what the system wrote
+        # itself while it ran (a report, a log), and cannot have changed the cases recorded
+        out.extend(f"{key} (new)" for key in walked if key not in stored and key.endswith(".py"))
+    return out
+
+
+def _inputs(project: Project, target: Any, outputs: Iterable[str | Path]) -> tuple[dict[str, Path], dict[str, Path]]:
+    """(the files of the folders walked — the project's, ``system.code``'s —, the modules
+    imported from outside them), each key -> path."""
+    root = project.root.resolve()
+    config = project.config
+    named = [CONFIG_FILE, config.release, config.cases]
+    if config.metamorphic:
+        named.extend(t.validity_labels for t in config.metamorphic.transforms)
+    if config.prefix:
+        named.extend((config.prefix.cases, config.prefix.release))
+    skip = {(root / n).resolve() for n in named if n}
+    written = [Path(o).resolve() for o in outputs if o and str(o) != "-"]
+
+    def kept(path: Path) -> bool:
+        if path in skip or any(p in skip for p in path.parents):
+            return False
+        # a log's -wal/-shm/-journal and a --json file's temporary twin are outputs too
+        return not any(path.parent == w.parent and (path.name == w.name or path.name.startswith((w.name + "-", w.name + ".")))
+                       for w in written)
+
+    walked: dict[str, Path] = {}
+    places = [root]
+    for k, entry in enumerate(config.system.code or ()):
+        place = Path(entry) if Path(entry).is_absolute() else root / entry
+        if not place.exists():
+            raise ConfigError(f"{project.locator.where(('system', 'code', k))}: system.code {entry!r}: "
+                              f"no such file or folder ({place})")
+        places.append(place.resolve())
+    for place in places:
+        for path in ([place] if place.is_file() else _regular_files(place)):
+            if len(walked) >= MAX_INPUT_FILES:
+                break
+            if kept(path):
+                walked.setdefault(_input_key(path, root), path)
+    modules: dict[str, Path] = {}
+    for path in _path_modules(root, target):
+        if len(walked) + len(modules) >= MAX_INPUT_FILES:
+            break
+        modules.setdefault(_input_key(path, root), path)
+    return walked, modules
+
+
+def _input_key(path: Path, root: Path) -> str:
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def _regular_files(folder: Path) -> Iterator[Path]:
+    """The regular files under ``folder``, sorted: hidden ones, caches and virtual
+    environments aside (as :func:`code_digest` walks), symbolic links to folders not followed."""
+    import stat
+
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in _NOT_CODE
+                             and not (Path(dirpath) / d / "pyvenv.cfg").exists())
+        for name in sorted(filenames):
+            if name.startswith(".") or name.endswith((".pyc", ".pyo")):
+                continue
+            path = Path(dirpath) / name
+            try:
+                if stat.S_ISREG(path.stat().st_mode):
+                    yield path.resolve()
+            except OSError:  # a dangling link: nothing to read
+                continue
+
+
+def _path_modules(root: Path, target: Any) -> Iterator[Path]:
+    """The files of the modules imported from a ``PYTHONPATH`` entry outside ``root`` (the
+    standard library, site-packages and Oloproof itself aside), and the system's own module."""
+    import sysconfig
+
+    entries = [Path(e).resolve() for e in os.environ.get("PYTHONPATH", "").split(os.pathsep) if e]
+    installed = {Path(p).resolve() for key in ("stdlib", "platstdlib", "purelib", "platlib")
+                 if (p := sysconfig.get_paths().get(key))}
+    own = sys.modules.get(getattr(target, "__module__", "") or "")
+    for name, module in sorted(list(sys.modules.items()), key=lambda item: item[0]):
+        file = getattr(module, "__file__", None)
+        if not isinstance(file, str) or not file or name == "oloproof" or name.startswith("oloproof."):
+            continue
+        path = Path(file).resolve()
+        if path.is_relative_to(root) or not path.is_file():
+            continue
+        if module is not own and (not any(path.is_relative_to(e) for e in entries)
+                                  or {"site-packages", "dist-packages"} & set(path.parts)
+                                  or any(path.is_relative_to(i) for i in installed)):
+            continue
+        yield path
+
+
+def _file_digest(path: Path) -> str:
+    """16 hex digits of the SHA-256 of the file (of its size and modification time past
+    :data:`MAX_HASHED_BYTES`); ``unreadable`` when it cannot be read, ``not a file`` when it
+    is no longer a regular file (a FIFO is never read: it would hang)."""
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return "unreadable"
+    with open(fd, "rb") as fh:
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                return "not a file"
+            h = hashlib.sha256()
+            if info.st_size > MAX_HASHED_BYTES:
+                h.update(f"size:{info.st_size}:mtime:{info.st_mtime_ns}".encode())
+            else:
+                for chunk in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(chunk)
+        except OSError:
+            return "unreadable"
+    return h.hexdigest()[:_DIGEST_HEX]
 
 
 def declared_tools(factory: SystemFactory) -> set[str]:
@@ -330,6 +499,78 @@ def system_surface(factory: SystemFactory) -> dict[str, Any]:
         if isinstance(value, str) and value:
             out[key] = value
     return out
+
+
+@dataclass(frozen=True)
+class NamedTool:
+    """A tool the configuration or a case names (SPEC §18.1), with where it is named."""
+
+    tool: str
+    where: str  #: ``file:line``
+    label: str  #: ``evaluators[2] (criterion): field 'tool'`` / ``case 'c1': field 'fault.tool'``
+    short: str  #: for a warning: ``fault_recovery.tool`` / ``case 'c1', expected.tools[0]``
+    error: type[InputError]  #: ConfigError (oloproof.yaml) or CaseFileError (the cases)
+
+
+def named_tools(project: Project, info: SuiteInfo | None = None) -> list[NamedTool]:
+    """Every tool named by the evaluators of ``project`` (``fault_recovery.tool`` and
+    ``escalate_tools``, ``agent_tool_called.tool_name``, ``agent_tool_permissions``'s map …:
+    :meth:`~oloproof.evaluate.base.Evaluator.named_tools`) and, with ``info``, by the cases'
+    faults and ``expected`` — in that order, where each is first named."""
+    from oloproof.config.limits import quoted
+    from oloproof.config.locate import dotted
+
+    out: list[NamedTool] = []
+    base = tuple(project.evaluators_path)
+    for i, ev in enumerate(project.suite.evaluators):
+        at = base + (i,)
+        for path, tool in ev.named_tools():
+            field = dotted(path)
+            out.append(NamedTool(tool, project.locator.where(at + tuple(path)),
+                                 f"{dotted(at)} ({ev.criterion}): field {quoted(field)}",
+                                 f"{getattr(ev, 'type_name', type(ev).__name__)}.{dotted(p for p in path if not isinstance(p, int))}",
+                                 ConfigError))
+    if info is not None:
+        for tool, where, case_id in info.fault_tools:
+            out.append(NamedTool(tool, where, f"case {quoted(case_id)}: field 'fault.tool'",
+                                 f"case {quoted(case_id)}, fault.tool", CaseFileError))
+        for tool, where, case_id, field in info.expected_tools:
+            out.append(NamedTool(tool, where, f"case {quoted(case_id)}: field {quoted(field)}",
+                                 f"case {quoted(case_id)}, {field}", CaseFileError))
+    return out
+
+
+def check_tool_names(project: Project, info: SuiteInfo | None, system: LoadedSystem) -> list[NamedTool]:
+    """Every tool the configuration and the cases name is one the system declares (SPEC
+    §18.1): a located :class:`ConfigError` / :class:`CaseFileError` with a did-you-mean
+    otherwise (exit 2), before anything runs. A system that declares no tool (a hand-built
+    trajectory, an agent traced with OpenTelemetry) cannot be checked: the names are returned,
+    once per tool, for :func:`uncalled_tools` to warn about after the run."""
+    from oloproof.config.limits import quoted
+    from oloproof.config.locate import did_you_mean
+
+    named = named_tools(project, info)
+    if not named:
+        return []
+    known = declared_tools(system.factory)
+    if not known:
+        first: dict[str, NamedTool] = {}
+        for n in named:
+            first.setdefault(n.tool, n)
+        return list(first.values())
+    for n in named:
+        if n.tool not in known:
+            raise n.error(f"{n.where}: {n.label}: the system has no tool {quoted(n.tool)}"
+                          f"{did_you_mean(n.tool, known)} (its tools: {', '.join(sorted(known))})")
+    return []
+
+
+def uncalled_tools(unchecked: list[NamedTool], called: set[str]) -> list[str]:
+    """A warning for each tool :func:`check_tool_names` could not check that no case called."""
+    from oloproof.config.limits import quoted
+
+    return [f"{n.where} names tool {quoted(n.tool)} ({n.short}), which no case called and the system "
+            "does not declare; a typo?" for n in unchecked if n.tool not in called]
 
 
 def check_case_faults(info: SuiteInfo, system: LoadedSystem) -> None:

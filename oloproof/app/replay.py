@@ -13,11 +13,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from oloproof.app.evidence import accumulator
-from oloproof.app.project import declared_tools, load_project, load_system
+from oloproof.app.project import check_tool_names, declared_tools, load_project, load_system
 from oloproof.app.runs import iter_case_views, load_run
 from oloproof.config.locate import did_you_mean
 from oloproof.errors import UsageError
 from oloproof.evaluate.engine import SuiteEvaluation
+from oloproof.evaluate.fault import replay_ledger
+from oloproof.evaluate.release import ledger_counts
 from oloproof.events import decode_many
 from oloproof.recorder.executors import Executor, SerialExecutor
 from oloproof.recorder.jobs import Job
@@ -50,6 +52,7 @@ def replay_run(store: EventStore, project_dir: str, run_id: str, fault_spec: str
     tool, kind = parse_fault(fault_spec)
     project = load_project(project_dir)
     system = load_system(project)
+    check_tool_names(project, None, system)  # the evaluators' tools, as a run checks them: exit 2
     from oloproof.app.audit import require_intact
 
     require_intact(store, run_id)  # a run that fails its audit is not replayed
@@ -122,6 +125,9 @@ def replay_run(store: EventStore, project_dir: str, run_id: str, fault_spec: str
                     entry["control"] = {"faithful": f.faithful, "first_difference": f.first_difference}
             if pair.fault is not None:
                 entry["after_fault"] = after_fault(pair.fault, pair.plan.call_index)
+                ledger = replay_ledger(view, pair.fault, pair.plan)
+                if ledger:  # attempts and applied effects per operation, in the replay's world
+                    entry["effects"] = ledger_counts(ledger)
         results[view.case_id] = entry
 
     executor.start(system.factory, system.slot)

@@ -35,10 +35,18 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterator
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
 
 from oloproof.app.jobs import JUDGE_JOB, JudgeArgs
-from oloproof.app.project import LoadedSystem, Project, check_case_faults
+from oloproof.app.project import (
+    LoadedSystem,
+    Project,
+    changed_inputs,
+    check_tool_names,
+    input_files,
+    uncalled_tools,
+)
 from oloproof.app.projections import case_rows, evaluation_key, run_row
 from oloproof.app.runs import load_run, refresh_search
 from oloproof.config.cases import SuiteCase, SuiteInfo
@@ -90,6 +98,9 @@ class RunOutcome:
     error_messages: list[str] = field(default_factory=list)
     log_digest: str = ""  # the seal's digest: keep it to check the run later (audit verify --expect)
     notes: list[str] = field(default_factory=list)
+    #: tools the configuration or the cases name that the system does not declare (it declares
+    #: none, so they could not be checked) and that no case called: a typo, most likely
+    warnings: list[str] = field(default_factory=list)
 
 
 class _Rows:
@@ -133,8 +144,11 @@ def interruptible() -> Iterator[None]:
 class _Driver:
     def __init__(self, project: Project, system: LoadedSystem, store: EventStore, executor: Executor,
                  *, keep_cases: bool, progress: Progress | None, on_case: Callable[[CaseResult], None] | None,
-                 clock: Callable[[], str]):
+                 clock: Callable[[], str], outputs: Sequence[str | Path] = ()):
         self.project, self.system, self.store, self.executor = project, system, store, executor
+        # what the run writes is no input of its system: its log (a store on disk has a path)
+        # and the files the caller names (--json)
+        self.outputs = [*outputs, *([store.path] if getattr(store, "path", None) else [])]
         self.suite = project.suite
         self.specs = [(s.tool, s.fault) for s in self.suite.fault_specs]
         self.timeout = project.config.timeout
@@ -161,11 +175,17 @@ class _Driver:
         # process: the driver then only commits and counts (see oloproof.app.jobs)
         self.judge_remotely = executor.remote and not self.specs and not (self.transforms and self.suite.needs_pairs)
         self.config = canonical_json(project.stored_config)
+        #: the run held for this process while it writes it (SQLiteStore.claim_run)
+        self.held = contextlib.ExitStack()
+        #: named tools that could not be checked (the system declares none): those called so far
+        self.watch: set[str] = set()
+        self.called: set[str] = set()
 
     # ---- the run's own stream ------------------------------------------------------------
 
     def start(self, info: SuiteInfo, durability: str) -> str:
         run_id = new_run_id()
+        self.held.enter_context(self.store.claim_run(run_id, "recorded"))
         p, s = self.project, self.system
         started = RunStarted(
             run_id=run_id, system_name=s.name, system_version=s.version, records=list(s.factory.records),
@@ -174,12 +194,15 @@ class _Driver:
             suite_digest=info.digest, case_count=info.count * p.trials, started_at=self.clock(), durability=durability,
             code_digest=s.code_digest, previous_seal=latest_seal(self.store),
             surface=s.factory.surface or {},
+            files=input_files(p, s.factory.target, self.outputs),
         )
         self.store.commit([StreamAppend(run_id, 0, [encode(started)], [tag_of(started)])],
                           {"runs": [run_row(started, None)]})
         return run_id
 
     def resume(self, run_id: str, info: SuiteInfo) -> None:
+        # before anything is read: a second `run --resume` of one run is refused here, by name
+        self.held.enter_context(self.store.claim_run(run_id, "resumed"))
         stored = load_run(self.store, run_id)
         s: RunStarted = stored.started
         if stored.complete:
@@ -197,7 +220,11 @@ class _Driver:
             problems.append(f"the cases in {self.project.cases_label} changed since the run started")
         if s.config_digest != self.project.config_digest:
             problems.append("oloproof.yaml or release.yaml changed since the run started")
-        if s.code_digest and s.code_digest != self.system.code_digest:
+        changed = changed_inputs(s.files, self.project, self.system.factory.target, self.outputs) if s.files else []
+        if changed:  # a run mixing two behaviours of its system would be sealed as one
+            shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
+            problems.append(f"the system's code or data changed since the run started: {shown}")
+        elif s.code_digest and s.code_digest != self.system.code_digest:
             problems.append("the system's code (the project's Python files) changed since the run started")
         if problems:
             raise UsageError(f"cannot resume run {s.run_id!r}: " + "; ".join(problems)
@@ -292,9 +319,16 @@ class _Driver:
             rec = judged.record if judged is not None else done.result
             if judged is not None and judged.case_row is not None and judged.result is not None:
                 self._judged(judged, done.job.arg.case)
+                if self.watch - self.called:  # judged elsewhere: read its calls from its events
+                    self._saw(fold_case(decode_many(rec.payloads), f"{self.run_id}/{rec.case_id}"))
             else:
                 stream = f"{self.run_id}/{rec.case_id}"
                 self._recorded(fold_case(decode_many(rec.payloads), stream), rec.payloads)
+
+    def _saw(self, view: CaseView) -> None:
+        """The tools a case called, of those :attr:`watch` waits for."""
+        if view.trajectory is not None:
+            self.called.update(self.watch.intersection(view.trajectory.tool_names))
 
     def _judged(self, judged: Any, args: CaseArgs) -> None:
         """A case judged where it ran: count it (its events are committed)."""
@@ -314,6 +348,8 @@ class _Driver:
 
     def _recorded(self, view: CaseView, payloads: list[bytes]) -> None:
         """A case is committed: run (or find) its replays, then judge it."""
+        if self.watch:
+            self._saw(view)
         if view.error is not None and view.error_kind != "stale":  # a stale prefix is no error of the system
             self.errors += 1
             if len(self.messages) < 5:
@@ -378,19 +414,23 @@ def run_suite(project: Project, system: LoadedSystem, store: EventStore, info: S
               executor: Executor | None = None, resume: str | None = None, durability: str = "full",
               progress: Progress | None = None, keep_cases: bool = True,
               on_case: Callable[[CaseResult], None] | None = None,
-              clock: Callable[[], str] = utc_now, trials: int | None = None) -> RunOutcome:
+              clock: Callable[[], str] = utc_now, trials: int | None = None,
+              outputs: Sequence[str | Path] = ()) -> RunOutcome:
     """Run (or, with ``resume``, finish) a run of ``project``'s suite on ``executor``.
 
     With ``keep_cases=False`` the outcome's summary has no per-case list and memory does not
     grow with the suite; ``on_case`` receives each case's result as it is judged (in the
     order cases finish). ``trials`` (``--trials``) overrides ``trials:`` of the configuration;
-    a resumed run keeps its own."""
+    a resumed run keeps its own. ``outputs`` are files the run writes besides its log (its
+    ``--json``): never counted among what its system reads (``RunStarted.files``)."""
     executor = executor or SerialExecutor()
     _set_trials(project, store, resume, trials)
     system.factory.check_slots(executor.slots_per_process)
-    check_case_faults(info, system)  # a fault on a tool the system does not have: exit 2
+    # a tool the configuration or a case names that the system does not have: exit 2
+    unchecked = check_tool_names(project, info, system)
     driver = _Driver(project, system, store, executor, keep_cases=keep_cases, progress=progress,
-                     on_case=on_case, clock=clock)
+                     on_case=on_case, clock=clock, outputs=outputs)
+    driver.watch = {n.tool for n in unchecked}
     # what start-up built (modules, config, the system) lives as long as the run: keep the
     # garbage collector from walking it again after every few thousand allocations
     gc.freeze()
@@ -429,7 +469,11 @@ def run_suite(project: Project, system: LoadedSystem, store: EventStore, info: S
             with contextlib.suppress(Exception):
                 store.commit((), driver.rows.take())
                 refresh_search(store)
-    sealed = driver.finish()
+            driver.held.close()
+    try:
+        sealed = driver.finish()
+    finally:
+        driver.held.close()  # the run is sealed (or not): another process may take it up
     evidence = {}
     if project.suite.regression_criteria:
         from oloproof.app.diff import regression_evidence
@@ -438,7 +482,8 @@ def run_suite(project: Project, system: LoadedSystem, store: EventStore, info: S
                                        driver.acc.tracked_verdicts)
     summary = driver.acc.summary(expected=driver.total, complete=True, regressions=evidence)
     return RunOutcome(driver.run_id, system.name, system.version, summary, driver.errors,
-                      resume is not None, executor.describe(), driver.messages, sealed.digest, notes)
+                      resume is not None, executor.describe(), driver.messages, sealed.digest, notes,
+                      uncalled_tools(unchecked, driver.called))
 
 
 def _set_trials(project: Project, store: EventStore, resume: str | None, trials: int | None) -> None:

@@ -48,6 +48,8 @@ class SearchResult:
     limit: int
     lag: int  # searchable events the index does not hold yet
     systems: dict[str, tuple[str, str]] = field(default_factory=dict)  # run id → (system, version)
+    #: what was searched instead of the query as typed (a query FTS5 cannot parse, as a phrase)
+    note: str | None = None
 
     @property
     def truncated(self) -> bool:
@@ -101,6 +103,7 @@ def search_log(store: EventStore, query: str, *, run: str | None = None, system:
             raise UsageError(f"--run {run!r}: no such run in the log ('oloproof runs' lists them)")
     where = SearchFilter(run_ids=run_ids, system=system,
                          tool=tool, kind=_choice(kind, KINDS, "--kind"), verdict=parse_verdict(verdict))
+    query, note = as_searched(query)
     rows = store.search_steps(query, where, limit)
     if not rows:
         _check_filters(store, where)
@@ -109,7 +112,24 @@ def search_log(store: EventStore, query: str, *, run: str | None = None, system:
     hits = [SearchHit(r["run_id"], r["case_id"], r["step"], r["kind"], r["tool_name"], r["snippet"] or "",
                       r["replay"]) for r in rows]
     systems = {h.run_id: (h.system_name, h.system_version) for h in run_headers(store) if h.run_id in rank}
-    return SearchResult(query, hits, limit, store.search_lag(), systems)
+    return SearchResult(query, hits, limit, store.search_lag(), systems, note)
+
+
+def as_searched(query: str) -> tuple[str, str | None]:
+    """The query FTS5 is given, and a note when it is not the one typed: text that is not
+    valid FTS5 (``sku-004``, ``a.b``, an unbalanced quote) is searched as a phrase, as the
+    report's search box does; a misplaced operator (``AND NOT x``) stays an error, since the
+    user meant the syntax."""
+    from oloproof.store.search import SearchQueryError, check_query, misplaced_operator
+
+    try:
+        check_query(query)
+    except SearchQueryError:
+        if misplaced_operator(query):
+            raise
+        phrase = '"' + query.replace('"', '""') + '"'
+        return phrase, f"{query!r} is not FTS5 syntax; searched for it as typed, as the phrase {phrase}"
+    return query, None
 
 
 def _check_filters(store: EventStore, where: SearchFilter) -> None:

@@ -2,27 +2,27 @@ from __future__ import annotations
 
 import click
 
-from oloproof.cli.common import DB_HELP, check_output_path, console, handled, open_log, write_json
+from oloproof.cli.common import json_option, DB_HELP, check_output_path, console, handled, open_log, write_json
 
 
 @click.command("attribute")
 @click.argument("run")
-@click.argument("case")
+@click.argument("case", required=False)
 @click.option("--bisect", is_flag=True,
               help="Also find, by binary search over the case's checkpoints, the last prefix from which a "
                    "control system still finishes correctly (needs --control).")
 @click.option("--control", metavar="NAME",
               help="The control system for --bisect: a name under prefix.controls in oloproof.yaml, or "
                    "module:attribute.")
-@click.option("--json", "json_path", metavar="FILE", help="Write the attribution record as JSON to FILE ('-' for stdout).")
+@json_option("Write the attribution record as JSON to FILE.")
 @click.option("--project", "project_dir", default=".", type=click.Path(file_okay=False, exists=True),
               help="Project folder holding oloproof.yaml.")
 @click.option("--db", metavar="PATH", help=DB_HELP)
 @handled
-def command(run: str, case: str, bisect: bool, control: str | None, json_path: str | None,
+def command(run: str, case: str | None, bisect: bool, control: str | None, json_path: str | None,
             project_dir: str, db: str | None) -> None:
-    """Find where stored CASE of RUN (a run id, or 'latest') first went wrong: its first
-    unacceptable step.
+    """Find where stored CASE of RUN (default: latest; `attribute CASE` reads the latest run)
+    first went wrong: its first unacceptable step.
 
     Deterministic rules run first (completion declared without verification, acceptance
     weakened, a report contradicting a tool result, a tool error ignored); the earliest that
@@ -44,6 +44,8 @@ def command(run: str, case: str, bisect: bool, control: str | None, json_path: s
     from oloproof.errors import UsageError
     from oloproof.report.prefix import attribution_view
 
+    if case is None:
+        run, case = "latest", run
     if bisect != (control is not None):
         raise UsageError("--bisect and --control go together: --bisect --control VERSION")
     if json_path is not None:

@@ -14,7 +14,28 @@ import click
 
 from oloproof.errors import Interrupted, OloproofError, UsageError
 
-DB_HELP = "Path of the event log (default: .oloproof/log.db in the current folder)."
+DB_HELP = ("Path of the event log (default: .oloproof/log.db in the current folder, or in the nearest "
+           "parent folder that has one).")
+JSON_HELP = "Without FILE (or with '-'): standard output, and the tables go to stderr."
+
+
+def json_option(help: str) -> Callable:
+    """``--json [FILE]``, the same on every command: FILE, or standard output without it."""
+    return click.option("--json", "json_path", metavar="[FILE]", is_flag=False, flag_value="-", default=None,
+                        help=f"{help} {JSON_HELP}")
+
+
+def find_log(start: Path | None = None) -> Path | None:
+    """The log a read command opens without --db: ``.oloproof/log.db`` here or in the nearest
+    parent folder (as pytest finds its rootdir), or None."""
+    from oloproof.store import DEFAULT_LOG
+
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / DEFAULT_LOG
+        if candidate.exists():
+            return candidate
+    return None
 
 
 def console(stderr: bool = False) -> Any:
@@ -306,6 +327,8 @@ def open_log(db: str | None, *, must_exist: bool = True, durability: str = "full
     from oloproof.store import DEFAULT_LOG, SQLiteStore
 
     path = Path(db or DEFAULT_LOG)
+    if db is None and must_exist and not path.exists():
+        path = find_log() or path
     if must_exist and not path.exists():
         raise UsageError(f"no event log at {path}; run 'oloproof run' first or pass --db")
     if must_exist and not path.is_file():
@@ -330,6 +353,30 @@ def incomplete_note(summary: Any) -> str | None:
         return None
     return (f"INCOMPLETE RUN: {summary.cases_committed} of {summary.cases_expected} cases recorded, no seal "
             "(crashed, killed or still running). Unrecorded cases count as missing; the gate cannot pass.")
+
+
+def is_run_ref(store: Any, text: str) -> bool:
+    """``text`` names a run: ``latest``, ``version:V``, ``pin:NAME`` or a run id of the log."""
+    if text == "latest" or text.startswith(("version:", "pin:")):
+        return True
+    return "/" not in text and bool(store.stream_length(text))
+
+
+def log_args(db_path: Any) -> str:
+    """What a printed hint needs to run where it is printed: `` --db PATH`` unless the log is
+    the one a command here finds by itself (``.oloproof/log.db`` in this folder)."""
+    import shlex
+
+    from oloproof.store import DEFAULT_LOG
+
+    if db_path is None:
+        return ""
+    try:
+        if Path(db_path).resolve() == (Path.cwd() / DEFAULT_LOG).resolve():
+            return ""
+    except OSError:
+        pass
+    return f" --db {shlex.quote(str(db_path))}"
 
 
 def resolve_run(store: Any, run: str) -> str:

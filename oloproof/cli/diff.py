@@ -2,13 +2,13 @@ from __future__ import annotations
 
 import click
 
-from oloproof.cli.common import DB_HELP, check_output_path, console, handled, open_log, write_json
+from oloproof.cli.common import json_option, DB_HELP, check_output_path, console, handled, open_log, write_json
 
 
 @click.command("diff")
 @click.argument("base")
 @click.argument("candidate")
-@click.option("--json", "json_path", metavar="FILE", help="Write the comparison as JSON to FILE ('-' for stdout).")
+@json_option("Write the comparison as JSON to FILE.")
 @click.option("--allow-unpaired", is_flag=True,
               help="Compare runs of different systems, or with no case in common, side by side.")
 @click.option("--db", metavar="PATH", help=DB_HELP)

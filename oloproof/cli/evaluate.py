@@ -11,6 +11,7 @@ from oloproof.cli.common import (
     decided_exit,
     handled,
     incomplete_note,
+    json_option,
     open_log,
     resolve_run,
     write_json,
@@ -18,8 +19,8 @@ from oloproof.cli.common import (
 
 
 @click.command("eval")
-@click.argument("run")
-@click.option("--json", "json_path", metavar="FILE", help="Write the results as JSON to FILE ('-' for stdout); see the README, 'Machine-readable results'.")
+@click.argument("run", default="latest")
+@json_option("Write the results as JSON to FILE (see the README, 'Machine-readable results').")
 @click.option("--db", metavar="PATH", help=DB_HELP)
 @click.option("--project", "project_dir", default=".", type=click.Path(file_okay=False, exists=True),
               help="Project folder holding the oloproof.yaml to evaluate with.")
@@ -27,7 +28,8 @@ from oloproof.cli.common import (
               help="Evaluate a run recorded by a different system than the project's.")
 @handled
 def command(run: str, json_path: str | None, db: str | None, project_dir: str, other_system: bool) -> None:
-    """Re-evaluate a stored RUN with the current oloproof.yaml, without running the system.
+    """Re-evaluate a stored RUN (default: latest) with the current oloproof.yaml, without
+    running the system.
 
     A run of prefix cases ('oloproof prefix run') is re-evaluated with the prefix criteria and
     the prefix: section as they are now.

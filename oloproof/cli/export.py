@@ -6,7 +6,7 @@ from oloproof.cli.common import DB_HELP, check_output_path, handled, open_log, p
 
 
 @click.command("export")
-@click.argument("run")
+@click.argument("run", required=False)
 @click.argument("file", required=False)
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "otlp-json", "sqlite"]), default="jsonl",
               show_default=True,
@@ -16,8 +16,9 @@ from oloproof.cli.common import DB_HELP, check_output_path, handled, open_log, p
 @click.option("--out", "out", default=None, help="File to write ('-' for stdout, the default; FILE says the same).")
 @click.option("--db", metavar="PATH", help=DB_HELP)
 @handled
-def command(run: str, file: str | None, fmt: str, out: str | None, db: str | None) -> None:
-    """Export every case of a stored RUN: its agent_trajectory/v1 and environment_state/v1
+def command(run: str | None, file: str | None, fmt: str, out: str | None, db: str | None) -> None:
+    """Export every case of a stored RUN (default: latest; one argument that names no run and
+    looks like a file — a '.' or a '/' in it — is FILE): its agent_trajectory/v1 and environment_state/v1
     records and its verdicts, one JSON object a line — or, with --format otlp-json, as
     OpenTelemetry spans for Jaeger, Phoenix or Langfuse (docs/otel.md) — or, with --format
     sqlite, as an analysis database FILE for Datasette, pandas or any SQL client.
@@ -32,6 +33,17 @@ def command(run: str, file: str | None, fmt: str, out: str | None, db: str | Non
     from oloproof.report.export import export_lines
     from oloproof.report.otlp import export_otlp_lines
 
+    looks_like_a_file = run is not None and ("." in run or "/" in run or run == "-")  # no run id has either
+    if file is None and looks_like_a_file and not run.startswith(("version:", "pin:")):  # type: ignore[union-attr]
+        store = open_log(db)
+        try:
+            from oloproof.cli.common import is_run_ref
+
+            if not is_run_ref(store, run):
+                run, file = "latest", run  # `oloproof export run.jsonl`: the latest run, to that file
+        finally:
+            store.close()
+    run = run or "latest"
     if file is not None and out is not None and file != out:
         raise UsageError(f"give the output file once: FILE {file!r} or --out {out!r}")
     out = file or out or "-"

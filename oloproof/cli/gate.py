@@ -2,15 +2,27 @@ from __future__ import annotations
 
 import click
 
-from oloproof.cli.common import DB_HELP, console, decided_exit, handled, incomplete_note, open_log, resolve_run
+from oloproof.cli.common import (
+    DB_HELP,
+    check_output_path,
+    console,
+    decided_exit,
+    handled,
+    incomplete_note,
+    json_option,
+    open_log,
+    resolve_run,
+    write_json,
+)
 
 
 @click.command("gate")
-@click.argument("run")
+@click.argument("run", default="latest")
+@json_option("Write the decision and its rules as JSON to FILE.")
 @click.option("--db", metavar="PATH", help=DB_HELP)
 @handled
-def command(run: str, db: str | None) -> None:
-    """Decide the release gate of a stored RUN with the rules it ran under.
+def command(run: str, json_path: str | None, db: str | None) -> None:
+    """Decide the release gate of a stored RUN (default: latest) with the rules it ran under.
 
     The decision is computed from the run's events alone, after its chains and seal are
     checked (a run that fails them is refused). A run that is not sealed cannot pass.
@@ -27,6 +39,8 @@ def command(run: str, db: str | None) -> None:
 
     from oloproof.report.terminal import exit_line, gate_table
 
+    if json_path:
+        check_output_path(json_path)
     store = open_log(db)
     try:
         run_id = resolve_run(store, run)
@@ -34,14 +48,20 @@ def command(run: str, db: str | None) -> None:
     finally:
         store.close()
     summary = report.summary
-    out = console()
+    out = console(stderr=json_path == "-")
+    if json_path:
+        from oloproof.report.results import gate_dict
+
+        write_json(json_path, {"run_id": run_id, "complete": summary.complete, "gate": gate_dict(summary)})
     note = incomplete_note(summary)
     if note:
         out.print(note, markup=False)
     if summary.gate is None:
         out.print(f"run {run_id}: no gate (no release rules)")
         decided_exit(0)
-    out.print(Text(f"run {run_id}: gate {summary.gate.decision}"))
+    from oloproof.report.terminal import status_text
+
+    out.print(status_text(summary.gate.decision, f"run {run_id}: gate "))
     out.print(gate_table(summary))
     out.print(Text(exit_line(summary.gate)))
     decided_exit(summary.gate.exit_code)

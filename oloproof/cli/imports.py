@@ -46,7 +46,10 @@ def otel(files: tuple[str, ...], system: str | None, version: str | None, db: st
         store.close()
     from oloproof.report.terminal import plural, printable
 
+    def inline(text: str) -> str:  # the traces' text on one line: controls, newlines and tabs as escapes
+        return printable(text).replace("\n", "\\n").replace("\t", "\\t")
+
     unmapped = (f"; {plural(out.unmapped, 'span')} outside the GenAI mapping kept in the cases' metadata"
                 if out.unmapped else "")
-    click.echo(f"imported {plural(out.spans, 'span')} as run {out.run_id} ({printable(out.system)} {printable(out.version)}): "
+    click.echo(f"imported {plural(out.spans, 'span')} as run {out.run_id} ({inline(out.system)} {inline(out.version)}): "
                f"{plural(out.cases, 'case')}{unmapped}. Its log digest:\n{out.digest}")

@@ -11,6 +11,8 @@ inert unless ``--oloproof`` is given.
 
 from __future__ import annotations
 
+import shlex
+
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +44,13 @@ class Suite:
         self.error: BaseException | None = None
         #: case id -> (error, traceback) of the cases whose system raised
         self.raised: dict[str, tuple[str, str | None]] = {}
+
+    @property
+    def where(self) -> str:
+        """What a printed hint needs to run where pytest printed it: ``--db`` of this log."""
+        from oloproof.cli.common import log_args
+
+        return log_args(self.db)
 
     def ids(self) -> list[str]:
         from oloproof.app.project import load_project
@@ -97,15 +106,17 @@ class OloproofItem(pytest.Item):
                 rules = "; ".join(f"{r.name}: {r.status}" + (f" ({r.reason})" if r.reason else "")
                                   for r in gate.rules if r.status != "PASS")
                 raise CaseFailure(f"gate {gate.decision} for run {outcome.run_id}: {rules} "
-                                  f"(oloproof gate {outcome.run_id})")
+                                  f"(oloproof gate {outcome.run_id}{self.suite.where})")
             return
         result = self.suite.results.get(self.case_id)
         if result is None:
-            raise CaseFailure(f"case {self.case_id!r} was not recorded (oloproof show {outcome.run_id})")
+            raise CaseFailure(f"case {self.case_id!r} was not recorded "
+                              f"(oloproof show {outcome.run_id}{self.suite.where})")
         bad = [(c, v) for c, v in zip(self.suite.criteria, result.verdicts) if v[0] in ("fail", "missing")]
         if bad:
             shown = ", ".join(f"{c}: {v[0]}" + (f" ({v[1]})" if v[1] else "") for c, v in bad)
-            message = f"case {self.case_id!r}: {shown} — see 'oloproof show {outcome.run_id} {self.case_id}'"
+            message = (f"case {self.case_id!r}: {shown} — see "
+                       f"'oloproof show {outcome.run_id} {shlex.quote(self.case_id)}{self.suite.where}'")
             raised = self.suite.raised.get(self.case_id)
             if raised is not None:  # where the system raised, as pytest shows a test's own error
                 error, tb = raised

@@ -10,6 +10,7 @@ from oloproof.cli.common import (
     check_output_path,
     console,
     handled,
+    json_option,
     open_log,
     resolve_run,
     write_json,
@@ -25,8 +26,7 @@ from oloproof.cli.run import executor_options
 @click.option("--run", "run", default="latest", show_default=True, help="The stored run to replay.")
 @click.option("--escalate", "escalate", multiple=True, metavar="TOOL",
               help="Tools that count as escalating (default: from a fault_recovery evaluator on TOOL).")
-@click.option("--json", "json_path", metavar="FILE",
-              help="Write the per-case results as JSON to FILE ('-' for stdout; the table then goes to stderr).")
+@json_option("Write the per-case results as JSON to FILE.")
 @click.option("--allow-version-change", is_flag=True,
               help="Replay a run recorded by another version of the system with the installed one.")
 @click.option("--db", metavar="PATH", help=DB_HELP)

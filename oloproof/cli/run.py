@@ -7,7 +7,16 @@ from typing import Any, Callable
 
 import click
 
-from oloproof.cli.common import check_output_path, console, handled, open_log, stdout_to_stderr
+from oloproof.cli.common import (
+    check_output_path,
+    console,
+    decided_exit,
+    handled,
+    json_option,
+    log_args,
+    open_log,
+    stdout_to_stderr,
+)
 
 
 def executor_options(fn: Callable) -> Callable:
@@ -31,9 +40,7 @@ def run_options(*, resume: str, trials: str) -> Callable:
     def decorate(fn: Callable) -> Callable:
         fn = executor_options(fn)
         for option in reversed([
-            click.option("--json", "json_path", metavar="FILE",
-                         help="Write the results as JSON to FILE ('-' for stdout); see the README, "
-                              "'Machine-readable results'."),
+            json_option("Write the results as JSON to FILE (see the README, 'Machine-readable results')."),
             click.option("--db", metavar="PATH",
                          help="Path of the event log (default: .oloproof/log.db in the project folder)."),
             click.option("--resume", metavar="RUN_ID", help=resume),
@@ -118,12 +125,14 @@ def execute_run(load: Callable[[str], Any], *, json_path: str | None, db: str | 
                 with _progress(out, info.count) as progress:
                     outcome = run_suite(project, system, store, info, executor=pool, resume=resume,
                                         durability=durability, progress=progress, keep_cases=False,
-                                        on_case=results.add if results else None, trials=trials)
+                                        on_case=results.add if results else None, trials=trials,
+                                        outputs=[json_path] if json_path else [])
                 extra = after(store, outcome) if after is not None else None
             except (Interrupted, KeyboardInterrupt) as e:
                 run_id = getattr(e, "run_id", "") or ""
                 if run_id:
-                    click.echo(f"interrupted: committed cases are safe; finish with '{name} --resume {run_id}'",
+                    where = log_args(db_path) + _project_args(project_dir)
+                    click.echo(f"interrupted: committed cases are safe; finish with '{name} --resume {run_id}{where}'",
                                err=True)
                 else:
                     click.echo("interrupted before the run started; nothing was recorded", err=True)
@@ -133,15 +142,17 @@ def execute_run(load: Callable[[str], Any], *, json_path: str | None, db: str | 
     summary = outcome.summary
     for note in outcome.notes:
         click.echo(f"note: {note}", err=True)
+    for warning in outcome.warnings:
+        click.echo(f"warning: {printable(warning)}", err=True)
     out.print(summary_view(summary, run_id=outcome.run_id, system=f"{outcome.system_name} {outcome.system_version}",
                            min_support=project.config.min_slice_support))
     if extra is not None:
         out.print(extra)
     if outcome.errors:
         for message in outcome.error_messages:
-            click.echo(f"error in {printable(message)}", err=True)
+            click.echo("error in " + printable(message).replace("\n", "\\n"), err=True)  # one line each
         click.echo(f"{plural(outcome.errors, 'case')} errored; missing for every criterion "
-                   f"(see 'oloproof show {outcome.run_id} CASE')", err=True)
+                   f"(see 'oloproof show {outcome.run_id} CASE{log_args(db_path)}' for where each raised)", err=True)
     out.print(Text(exit_line(summary.gate)))
     click.echo(f"run {outcome.run_id} sealed. Its log digest, to check it later with\n"
                f"'oloproof audit verify --expect DIGEST':\n{outcome.log_digest}", err=json_path == "-")
@@ -149,7 +160,7 @@ def execute_run(load: Callable[[str], Any], *, json_path: str | None, db: str | 
         results.write(results_dict(outcome.run_id, outcome.system_name, outcome.system_version,
                                    project.suite, summary, outcome.log_digest))
         results.close()
-    sys.exit(summary.gate.exit_code if summary.gate else 0)
+    decided_exit(summary.gate.exit_code if summary.gate else 0)
 
 
 
@@ -189,3 +200,12 @@ class _progress:
     def __exit__(self, *exc: Any) -> None:
         if self.bar is not None:
             self.bar.stop()
+
+
+def _project_args(project_dir: str) -> str:
+    """`` --project DIR`` when the project is not the current folder (a hint must run here)."""
+    import shlex
+
+    if Path(project_dir).resolve() == Path.cwd().resolve():
+        return ""
+    return f" --project {shlex.quote(project_dir)}"

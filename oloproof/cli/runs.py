@@ -4,17 +4,17 @@ import json
 
 import click
 
-from oloproof.cli.common import DB_HELP, console, handled, open_log
+from oloproof.cli.common import DB_HELP, check_output_path, console, handled, json_option, open_log, write_json
 
 
 @click.command("runs")
-@click.option("--json", "as_json", is_flag=True, help="Print the runs as JSON.")
+@json_option("Write the runs as JSON to FILE.")
 @click.option("--pin", nargs=2, metavar="RUN NAME",
               help="Name RUN (a run id or 'latest') NAME, for 'baseline: pin:NAME' and 'oloproof diff pin:NAME'. "
                    "Stored as an event; pinning a name again moves it.")
 @click.option("--db", metavar="PATH", help=DB_HELP)
 @handled
-def command(as_json: bool, pin: tuple[str, str] | None, db: str | None) -> None:
+def command(json_path: str | None, pin: tuple[str, str] | None, db: str | None) -> None:
     """List stored runs: id, system, version, start time, cases committed, status and pins.
 
     \b
@@ -36,6 +36,8 @@ def command(as_json: bool, pin: tuple[str, str] | None, db: str | None) -> None:
             store.close()
         click.echo(f"pinned run {run_id} as {pin[1]!r} (use it as pin:{pin[1]})")
         return
+    if json_path:
+        check_output_path(json_path)
     store = open_log(db)
     try:
         rows = list_runs(store)
@@ -44,7 +46,9 @@ def command(as_json: bool, pin: tuple[str, str] | None, db: str | None) -> None:
         store.close()
     for row in rows:
         row["pins"] = sorted(name for name, run_id in named.items() if run_id == row["run_id"])
-    if as_json:
-        click.echo(json.dumps(rows, indent=2))
-    else:
-        console().print(runs_table(rows))
+    if json_path == "-":
+        click.echo(json.dumps(rows, indent=2))  # standard output holds the JSON alone
+        return
+    console().print(runs_table(rows))
+    if json_path:
+        write_json(json_path, rows)

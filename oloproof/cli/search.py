@@ -4,7 +4,7 @@ import json
 
 import click
 
-from oloproof.cli.common import DB_HELP, check_output_path, console, handled, open_log, write_text
+from oloproof.cli.common import json_option, DB_HELP, check_output_path, console, handled, open_log, write_text
 
 
 @click.command("search")
@@ -18,7 +18,7 @@ from oloproof.cli.common import DB_HELP, check_output_path, console, handled, op
               help="Only cases with this verdict under their run's configuration, e.g. answer_correct=fail.")
 @click.option("--limit", default=50, show_default=True, type=int,
               help="At most this many steps, the newest (1 to 10,000).")
-@click.option("--json", "json_path", metavar="FILE", help="Write the hits as JSON to FILE ('-' for stdout).")
+@json_option("Write the hits as JSON to FILE.")
 @click.option("--db", metavar="PATH", help=DB_HELP)
 @handled
 def command(query: str, run: str | None, system: str | None, tool: str | None, kind: str | None,
@@ -46,6 +46,10 @@ def command(query: str, run: str | None, system: str | None, tool: str | None, k
         result = search_log(store, query, run=run, system=system, tool=tool, kind=kind, verdict=verdict, limit=limit)
     finally:
         store.close()
+    if result.note:
+        from oloproof.report.terminal import printable
+
+        click.echo(f"note: {printable(result.note)}", err=True)
     if json_path:
         write_text(json_path, json.dumps([h.json() for h in result.hits], indent=2, ensure_ascii=False) + "\n")
         if json_path != "-":

@@ -4,23 +4,37 @@ from typing import Any
 
 import click
 
-from oloproof.cli.common import DB_HELP, console, handled, incomplete_note, open_log, resolve_run
+from oloproof.cli.common import (
+    DB_HELP,
+    check_output_path,
+    console,
+    handled,
+    incomplete_note,
+    is_run_ref,
+    json_option,
+    open_log,
+    resolve_run,
+    write_json,
+)
 
 
 @click.command("show")
-@click.argument("run")
+@click.argument("run", required=False)
 @click.argument("case", required=False)
+@json_option("Write what is shown as JSON to FILE: the run's results, or the case's panel.")
 @click.option("--failed", "failed", metavar="CRITERION",
               help="List the cases behind CRITERION's row: those that failed it, then those missing "
                    "for it (each could be a failure), with their reasons.")
 @click.option("--db", metavar="PATH", help=DB_HELP)
 @handled
-def command(run: str, case: str | None, failed: str | None, db: str | None) -> None:
-    """Show a stored run's results, or one CASE of it step by step (RUN may be 'latest').
+def command(run: str | None, case: str | None, json_path: str | None, failed: str | None, db: str | None) -> None:
+    """Show a stored RUN's results (default: latest), or one CASE of it step by step. With one
+    argument that names no run, it is a case of the latest run.
 
     \b
     Example:
       oloproof show latest case_007
+      oloproof show case_007
       oloproof show latest --failed agent_constraints_satisfied
     """
     from rich.text import Text
@@ -33,20 +47,31 @@ def command(run: str, case: str | None, failed: str | None, db: str | None) -> N
     from oloproof.report.terminal import case_panel as panel_view
     from oloproof.report.terminal import pair_table, replays_table, summary_view
 
-    if failed is not None and case is not None:
-        raise UsageError("--failed lists a run's cases; give RUN without CASE "
-                         f"(oloproof show {run} --failed {failed})")
-    out = console()
+    if json_path:
+        check_output_path(json_path)
+    out = console(stderr=json_path == "-")
     store = open_log(db)
     try:
+        if run is None:
+            run = "latest"
+        elif case is None and not is_run_ref(store, run):
+            run, case = "latest", run  # `oloproof show CASE`: a case of the latest run
+        if failed is not None and case is not None:
+            raise UsageError("--failed lists a run's cases; give RUN without CASE "
+                             f"(oloproof show {run} --failed {failed})")
         run_id = resolve_run(store, run)
         if failed is not None:
             from oloproof.app.reports import criterion_cases
 
-            _print_cases(out, criterion_cases(store, run_id, failed))
+            found = criterion_cases(store, run_id, failed)
+            _print_cases(out, found)
+            if json_path:
+                write_json(json_path, {"run_id": run_id, "criterion": failed, "complete": found.run.complete,
+                                       **{kind: [{"case_id": c, "reason": r} for c, r in getattr(found, kind)]
+                                          for kind in ("failed", "missing")}})
             return
         if case is None:
-            report = run_report(store, run_id)
+            report = run_report(store, run_id, keep_cases=bool(json_path))
             note = incomplete_note(report.summary)
             if note:
                 from oloproof.app.prefix import resume_command
@@ -54,12 +79,19 @@ def command(run: str, case: str | None, failed: str | None, db: str | None) -> N
                 out.print(Text(note + f" Finish it with '{resume_command(report.run.started)}'."))
             out.print(summary_view(report.summary, run_id=run_id, system=report.run.system,
                                    min_support=report.suite.min_slice_support))
+            if json_path:
+                from oloproof.report.results import results_dict
+
+                s = report.run.started
+                write_json(json_path, results_dict(run_id, s.system_name, s.system_version, report.suite,
+                                                   report.summary, report.run.sealed.digest if report.run.sealed else None))
             return
         from oloproof.app.audit import require_intact
 
         require_intact(store, run_id)  # a case of a run that fails its audit is not shown
         stored = load_run(store, run_id)
-        panel = case_panel(store, stored, suite_from_stored(stored.started.config), case)
+        suite = suite_from_stored(stored.started.config)
+        panel = case_panel(store, stored, suite, case)
         from oloproof.app.attribution import latest_attribution
 
         attribution = latest_attribution(store, run_id, panel.view.case_id)
@@ -77,6 +109,12 @@ def command(run: str, case: str | None, failed: str | None, db: str | None) -> N
     for pair in panel.pairs:
         out.print(Text(f"metamorphic pair under {pair.transform.name!r}", style="bold"))
         out.print(pair_table(pair))
+    if json_path:
+        from oloproof.report.bundle import case_detail
+
+        detail = case_detail(panel.view, panel.result, suite, rows, panel.pairs)
+        write_json(json_path, {"run_id": run_id, **detail,
+                               **({"attribution": attribution} if attribution is not None else {})})
 
 
 def _print_cases(out: Any, found: Any) -> None:

@@ -30,6 +30,7 @@ from typing import Annotated, Any
 import msgspec
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
+from oloproof.config.files import open_regular
 from oloproof.config.limits import (
     MAX_NESTING,
     case_id_problem,
@@ -105,6 +106,9 @@ class SuiteInfo:
     sources: int = 0
     #: each tool named by a case's fault, once: (tool, "file:line", case id) where first named
     fault_tools: tuple[tuple[str, str, str], ...] = ()
+    #: each tool named by a case's ``expected`` (``expected.tools``, ``expected.tool_calls[].tool``),
+    #: once: (tool, "file:line", case id, field) where first named
+    expected_tools: tuple[tuple[str, str, str, str], ...] = ()
 
 
 #: the kinds a case's fault may declare — :data:`oloproof.system.ALL_FAULT_KINDS` (config sits
@@ -168,6 +172,23 @@ def check_fault_tools(info: SuiteInfo, tools: Any) -> None:
             raise CaseFileError(
                 f"{where}: case {quoted(case_id)}: field 'fault.tool': the system has no tool "
                 f"{quoted(tool)}{did_you_mean(tool, known)} (its tools: {', '.join(sorted(known))})")
+
+
+def expected_tool_names(expected: Any) -> Iterator[tuple[str, str]]:
+    """(field, tool) of every tool a case's ``expected`` names: ``expected.tools[i]`` and
+    ``expected.tool_calls[i].tool`` (the system must declare them, SPEC §18.1)."""
+    if not isinstance(expected, dict):
+        return
+    tools = expected.get("tools")
+    if isinstance(tools, list):
+        for i, t in enumerate(tools):
+            if isinstance(t, str):
+                yield f"expected.tools[{i}]", t
+    calls = expected.get("tool_calls")
+    if isinstance(calls, list):
+        for i, c in enumerate(calls):
+            if isinstance(c, dict) and isinstance(c.get("tool"), str):
+                yield f"expected.tool_calls[{i}].tool", c["tool"]
 
 
 def _check_expected(case: Any, where: str) -> None:
@@ -264,12 +285,16 @@ class CaseFile:
         returned only with ``keep_ids`` (validity labels need them; a plain run does not)."""
         seen: dict[str, int] = {}
         fault_tools: dict[str, tuple[str, str, str]] = {}
+        expected_tools: dict[str, tuple[str, str, str, str]] = {}
         digest = hashlib.sha256()
         for number, raw in self._lines():
             case = self._parse(number, raw)
             if case.fault is not None and case.fault["tool"] not in fault_tools:
                 tool = case.fault["tool"]
                 fault_tools[tool] = (tool, f"{self.label}:{number}", case.id)
+            for field, tool in expected_tool_names(case.expected):
+                if tool not in expected_tools:
+                    expected_tools[tool] = (tool, f"{self.label}:{number}", case.id, field)
             if case.id in seen:
                 raise CaseFileError(
                     f"{self.label}:{number}: case {quoted(case.id)}: field 'id': duplicate id "
@@ -281,7 +306,7 @@ class CaseFile:
             raise CaseFileError(f"{self.label}: no cases")
         return SuiteInfo(count=len(seen), digest=digest.hexdigest(),
                          ids=frozenset(seen) if keep_ids else frozenset(), sources=len(seen),
-                         fault_tools=tuple(fault_tools.values()))
+                         fault_tools=tuple(fault_tools.values()), expected_tools=tuple(expected_tools.values()))
 
     def __iter__(self) -> Iterator[SuiteCase]:
         for number, raw in self._lines():
@@ -369,7 +394,7 @@ def nonblank_lines(path: Path, label: str, what: str) -> Iterator[tuple[int, byt
     """The numbered, non-blank lines of a JSON-lines file (cases, traces); a file that cannot
     be opened is a :class:`CaseFileError` naming it (``what``: "case file", "trace file")."""
     try:
-        fh = path.open("rb")
+        fh = open_regular(path, label, CaseFileError)  # a FIFO or a device: refused, never read
     except FileNotFoundError as e:
         raise CaseFileError(f"{label}: {what} not found") from e
     except IsADirectoryError as e:

@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from oloproof.config.files import read_regular
 from oloproof.config.limits import (
     MAX_ALIAS_NODES,
     MAX_ALIASES,
@@ -160,7 +161,7 @@ def load_yaml(path: Path) -> tuple[Any, Locator]:
     """``yaml.safe_load`` with a :class:`Locator` and the limits of
     :mod:`oloproof.config.limits`; YAML errors become :class:`ConfigError`."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular(path, str(path), ConfigError).decode("utf-8")
     except FileNotFoundError as e:
         raise ConfigError(f"{path}: file not found") from e
     except IsADirectoryError as e:

@@ -16,6 +16,7 @@ from pathlib import Path
 import msgspec
 
 from oloproof.config.cases import CaseFile, SuiteCase, SuiteInfo, shown_path, too_deep
+from oloproof.config.files import read_regular
 from oloproof.config.limits import MAX_NESTING, json_nests_deeper, quoted
 from oloproof.config.locate import Locator, did_you_mean
 from oloproof.config.models import MetamorphicConfig, TransformConfig
@@ -76,7 +77,7 @@ class Suite:
                     f"{self.cases.label}: transform {name!r} rewrites input.{field}, which "
                     f"{len(ids_missing)} case(s) do not have: {shown}{more}")
         return SuiteInfo(count=len(ids), digest=digest.hexdigest(), ids=frozenset(ids), sources=info.sources,
-                         fault_tools=info.fault_tools)
+                         fault_tools=info.fault_tools, expected_tools=info.expected_tools)
 
     def __iter__(self) -> Iterator[SuiteCase]:
         """Each source case, then its derived cases (so a pair is judged as soon as it ran)."""
@@ -102,10 +103,10 @@ def load_labels(root: Path, metamorphic: MetamorphicConfig | None, ids: frozense
         here = locator.where(('metamorphic', 'transforms', k, 'validity_labels'))
         if not path.exists():
             raise ConfigError(f"{here}: labels file {shown_path(path)} not found")
-        if not path.is_file():
+        if path.is_dir():  # a FIFO or a device is refused by read_regular
             raise ConfigError(f"{here}: labels file {shown_path(path)} is a folder, not a file")
         try:
-            content = path.read_bytes()
+            content = read_regular(path, f"{here}: labels file {shown_path(path)}", ConfigError)
         except OSError as e:
             raise ConfigError(f"{here}: labels file {shown_path(path)} cannot be read "
                               f"({type(e).__name__}: {e.strerror})") from e

@@ -34,6 +34,7 @@ from oloproof.records import KNOWN_RECORDS
 
 #: the most ``trials`` (and ``--trials``) may be
 MAX_TRIALS = 1000
+MAX_CODE_PATHS = 100  # entries of system.code
 
 
 class Strict(BaseModel):
@@ -62,6 +63,12 @@ class SystemConfig(Strict):
     #: module:attribute of a zero-argument callable returning a fresh system object: how a
     #: system given as one object gets a sandbox per concurrent slot
     factory: str | None = Field(default=None, max_length=MAX_NAME_LENGTH)
+    #: more files or folders the system reads (relative to the project folder, or absolute),
+    #: digested with the project folder's files: a resume refuses a run whose inputs changed.
+    #: None when unset, so that the stored configuration (and its digest) of a project without
+    #: it stays what it was
+    code: list[Annotated[str, Field(min_length=1, max_length=MAX_NAME_LENGTH)]] | None = \
+        Field(default=None, max_length=MAX_CODE_PATHS)
 
     @field_validator("callable", "factory")
     @classmethod

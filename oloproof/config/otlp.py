@@ -41,7 +41,7 @@ from typing import Any
 import msgspec
 
 from oloproof.config.cases import nonblank_lines
-from oloproof.config.limits import MAX_NESTING, json_nests_deeper, quoted
+from oloproof.config.limits import MAX_NESTING, MAX_RECORDED_NESTING, json_nests_deeper, quoted
 from oloproof.errors import CaseFileError
 from oloproof.events import ConstraintRecorded, StepRecorded, UsageRecorded
 
@@ -97,8 +97,10 @@ def _fail(where: str, message: str) -> CaseFileError:
 
 
 def _id(value: Any, where: str, size: int, required: bool = True, field: str = "") -> str:
-    """A trace or span id as lowercase hex: given as hex (OTLP/JSON) or base64 (protobuf JSON)."""
-    if type(value) is str and len(value) == 2 * size and _HEX.fullmatch(value):
+    """A trace or span id as lowercase hex: given as hex (OTLP/JSON) or base64 (protobuf JSON).
+    An id of zero bytes only is invalid (the OpenTelemetry specification): refused — but for a
+    parent (``required=False``), where it means none, as an empty one does."""
+    if type(value) is str and len(value) == 2 * size and _HEX.fullmatch(value) and value.strip("0"):
         return value.lower()  # the common case: no location string built
     if field:
         where = f"{where}.{field}"
@@ -107,14 +109,21 @@ def _id(value: Any, where: str, size: int, required: bool = True, field: str = "
     if not isinstance(value, str) or not value:
         raise _fail(where, f"expected an id (hex or base64 text), got {quoted(value)}")
     if len(value) == 2 * size and _HEX.fullmatch(value):
-        return value.lower()
-    try:
-        raw = base64.b64decode(value, validate=True)
-    except (binascii.Error, ValueError):
-        raw = b""
-    if len(raw) != size:
-        raise _fail(where, f"{quoted(value)} is not a {size}-byte id (hex or base64)")
-    return raw.hex()
+        hex_ = value.lower()
+    else:
+        try:
+            raw = base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            raw = b""
+        if len(raw) != size:
+            raise _fail(where, f"{quoted(value)} is not a {size}-byte id (hex or base64)")
+        hex_ = raw.hex()
+    if not hex_.strip("0"):
+        if not required:
+            return ""
+        raise _fail(where, f"{quoted(value)} is all zeros: an invalid {'trace' if size == 16 else 'span'} id "
+                           "(OpenTelemetry's specification)")
+    return hex_
 
 
 def _time(value: Any, where: str, field: str) -> int:
@@ -255,7 +264,10 @@ _DECODE = msgspec.json.Decoder()
 def _slow_line(line: bytes, at: str) -> list[Span]:
     """Every span of one line, each field checked with its location in the message."""
     if json_nests_deeper(line, 4 * MAX_NESTING):
-        raise _fail(at, f"nested deeper than {4 * MAX_NESTING} levels")
+        where, attribute = _deep_place(line, 4 * MAX_NESTING)
+        raise _fail(at, f"nested deeper than {4 * MAX_NESTING} levels of JSON" + (f" at {where}" if where else "")
+                    + (f" (attribute {quoted(attribute)}: an attribute value nests at most 32 arrayValue/"
+                       "kvlistValue levels)" if attribute is not None else ""))
     try:
         request = _DECODE.decode(line)
     except msgspec.DecodeError as e:
@@ -277,6 +289,62 @@ def _slow_line(line: bytes, at: str) -> list[Span]:
             for k, raw in enumerate(_list(ss, "spans", where_s)):
                 out.append(_span(raw, f"{where_s}.spans[{k}]", resource))
     return out
+
+
+_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{},]')
+
+
+def _deep_place(line: bytes, limit: int) -> tuple[str, str | None]:
+    """Where a line too deep to decode first nests deeper than ``limit``: the path of the
+    enclosing attribute (``resourceSpans[0].scopeSpans[0].spans[2].attributes[1]``) and its
+    key, or the path's first levels and None when no attribute encloses it. A scan of the
+    text up to that place (no decoding, no recursion): only for the error message."""
+    stack: list[list[Any]] = []  # [is an object, its key or index, the "key" field it holds]
+    expect_key = False
+    for m in _TOKEN.finditer(line):
+        t = m.group()
+        c = t[:1]
+        if c == b'"':
+            top = stack[-1] if stack else None
+            if top is not None and top[0] and expect_key:
+                top[1] = t
+            elif top is not None and top[0] and top[1] == b'"key"':
+                top[2] = t
+            expect_key = False
+        elif c in b"{[":
+            stack.append([c == b"{", None if c == b"{" else 0, None])
+            expect_key = c == b"{"
+            if len(stack) > limit:
+                break
+        elif c in b"}]":
+            if stack:
+                stack.pop()
+            expect_key = False
+        else:  # ","
+            if stack and not stack[-1][0]:
+                stack[-1][1] += 1
+            expect_key = bool(stack) and stack[-1][0]
+    parts: list[str] = []
+    attribute: str | None = None
+    for is_object, key, _ in stack[:-1]:
+        if is_object:
+            try:
+                name = msgspec.json.decode(key) if key is not None else "?"
+            except msgspec.DecodeError:
+                name = "?"
+            parts.append(f".{name}" if parts else str(name))
+        else:
+            parts.append(f"[{key}]")
+            if len(parts) >= 2 and parts[-2] == ".attributes":
+                held = stack[len(parts)][2] if len(stack) > len(parts) else None
+                try:
+                    attribute = msgspec.json.decode(held) if held is not None else ""
+                except msgspec.DecodeError:
+                    attribute = ""
+                break
+    if attribute is None and len(parts) > 8:
+        parts = [*parts[:8], "…"]
+    return "".join(parts), attribute
 
 
 # The fast path: the same checks, on typed structures msgspec decodes in C. Anything it does not
@@ -351,9 +419,12 @@ _IDS = msgspec.json.Decoder(_IdRequest)
 _FAST_ERRORS = (_Slow, msgspec.DecodeError, RecursionError, ValueError)
 
 
+_NO_PARENT = "0" * 16  # the invalid span id: as a parent, none
+
+
 def _hex(value: str, size: int) -> str:
-    if len(value) != size or not value.isalnum():
-        raise _Slow
+    if len(value) != size or not value.isalnum() or not value.strip("0"):
+        raise _Slow  # all zeros: a parent's means none, any other id is refused (the slow path)
     bytes.fromhex(value)  # ValueError when it is not hex: the slow path (base64?) decides
     return value.lower()
 
@@ -410,7 +481,7 @@ def _fast_line(line: bytes, label: str, number: int) -> list[Span]:
                 if trace is None:
                     trace = traces[raw.traceId] = _hex(raw.traceId, 32)
                 out.append(Span(
-                    trace, _hex(raw.spanId, 16), _hex(parent, 16) if parent else "", raw.name,
+                    trace, _hex(raw.spanId, 16), _hex(parent, 16) if parent and parent != _NO_PARENT else "", raw.name,
                     _fast_time(raw.startTimeUnixNano), _fast_time(raw.endTimeUnixNano),
                     _fast_attributes(raw.attributes),
                     _status_error(status, "") if status else None, (label, number, r, s, k), resource))
@@ -508,11 +579,28 @@ class ImportedCase:
     step_limit: int | None = None
 
 
+#: the deepest JSON text an attribute's value is parsed from: a recorded value may nest
+#: MAX_RECORDED_NESTING levels, and the mapping puts a parsed value inside one more at most
+#: (``{"messages": …}``, ``{"final": …}``)
+PARSED_NESTING = MAX_RECORDED_NESTING - 1
+
+
+def _too_deep(text: str, limit: int) -> bool:
+    """Whether JSON ``text`` nests deeper than ``limit`` (a text with fewer brackets cannot)."""
+    return (len(text) >= 2 * limit + 2 and text.count("[") + text.count("{") > limit
+            and json_nests_deeper(text.encode("utf-8", "surrogatepass"), limit))
+
+
 def _json_or_text(value: Any) -> Any:
+    """An attribute's text parsed when it is JSON — unless it nests deeper than
+    :data:`PARSED_NESTING` levels (no recorded value may, and such text may be too deep to
+    decode at all): that text is kept as it is, like any text that is not JSON."""
     if isinstance(value, str) and value[:1] in ("{", "[", '"') or value in ("true", "false", "null"):
+        if _too_deep(value, PARSED_NESTING):
+            return value
         try:
             return msgspec.json.decode(value)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):  # unbalanced, deep: not JSON
             return value
     return value
 
@@ -539,13 +627,7 @@ def cases_of_trace(spans: list[Span]) -> list[ImportedCase]:
                                  + ("(the same place read twice: a file given twice?)" if other == s.where
                                     else f"(also at {other})"))
         by_id[s.span_id] = s
-    for s in spans:
-        p, hops = s, 0
-        while p.parent_id in by_id:
-            p = by_id[p.parent_id]
-            hops += 1
-            if p is s or hops > len(spans):
-                raise _fail(s.where, f"span {s.span_id}: its parent links loop back to it (trace {s.trace_id})")
+    _refuse_loops(spans, by_id)
     children: dict[str, list[Span]] = {}
     for s in spans:
         children.setdefault(s.parent_id if s.parent_id in by_id else "", []).append(s)
@@ -557,17 +639,17 @@ def cases_of_trace(spans: list[Span]) -> list[ImportedCase]:
         # whose nodes (LangChain makes each run with "agent" in its name an AGENT) are no cases
         return _is_agent(s) or (s.operation == "chain" and s.parent_id not in by_id)
 
-    def has_agent_above(s: Span) -> bool:
-        p = by_id.get(s.parent_id)
-        seen = 0
-        while p is not None and seen < len(spans):
-            if opens(p):
-                return True
-            p = by_id.get(p.parent_id)
-            seen += 1
-        return False
-
-    roots = [s for s in sorted(spans, key=lambda s: (s.start, s.span_id)) if opens(s) and not has_agent_above(s)]
+    # the spans with an invocation above them, from the top down: each span visited once (a
+    # chain of spans each the child of the previous costs its length, not its square)
+    below_agent: set[str] = set()
+    todo = [(s, False) for s in children.get("", [])]
+    while todo:
+        s, above = todo.pop()
+        if above:
+            below_agent.add(s.span_id)
+        inner = above or opens(s)
+        todo.extend((c, inner) for c in children.get(s.span_id, ()))
+    roots = [s for s in sorted(spans, key=lambda s: (s.start, s.span_id)) if opens(s) and s.span_id not in below_agent]
     trace = spans[0].trace_id
     if not roots:
         return [_case(trace, None, children.get("", []), children, trace)]
@@ -587,6 +669,24 @@ def cases_of_trace(spans: list[Span]) -> list[ImportedCase]:
         out.append(_case(case_id, root, children.get(root.span_id, []), children, trace,
                          outside if i == 0 else ()))
     return out
+
+
+def _refuse_loops(spans: list[Span], by_id: dict[str, Span]) -> None:
+    """Refuse parent links that loop (located at the first span found on the loop). Linear:
+    each span's chain of parents is followed only as far as the first span already cleared
+    (in a chain of spans each the child of the previous, every link is followed once)."""
+    cleared: set[str] = set()  # spans whose parent links reach the top of the trace
+    for s in spans:
+        path: list[str] = []
+        on_path: set[str] = set()
+        p: Span | None = s
+        while p is not None and p.span_id not in cleared:
+            if p.span_id in on_path:
+                raise _fail(p.where, f"span {p.span_id}: its parent links loop back to it (trace {p.trace_id})")
+            on_path.add(p.span_id)
+            path.append(p.span_id)
+            p = by_id.get(p.parent_id) if p.parent_id else None
+        cleared.update(path)
 
 
 def _walk(tops: list[Span], children: dict[str, list[Span]]) -> Iterator[tuple[Span, bool]]:
@@ -726,7 +826,8 @@ def _messages(a: dict[str, Any], genai: str, openinference: str, value: str) -> 
     for key, v in a.items():
         if key.startswith(openinference):
             node: Any = tree
-            *path, leaf = key[len(openinference):].split(".")
+            # at most _MAX_PATH levels (OpenInference's have a handful): the rest of a longer key is one name
+            *path, leaf = key[len(openinference):].split(".", _MAX_PATH)
             for part in path:
                 node = node.setdefault(part, {}) if isinstance(node, dict) else None
             if isinstance(node, dict):
@@ -737,6 +838,7 @@ def _messages(a: dict[str, Any], genai: str, openinference: str, value: str) -> 
 
 
 _OI_WRAPPERS = ("message", "tool_call", "message_content")
+_MAX_PATH = 32
 
 
 def _unflat(node: Any) -> Any:
@@ -845,10 +947,10 @@ def _case(case_id: str, root: Span | None, tops: list[Span], children: dict[str,
         add("final", result=message_text(_json_or_text(final)))
     truncated, step_limit = False, None
     if own:
-        output = _strict(attrs.get("oloproof.output"))
+        output = _strict(attrs, "oloproof.output", root.where)
         status = attrs.get("oloproof.terminal_status", "unknown")
-        input_ = _strict(attrs.get("oloproof.input"))
-        metadata = _strict(attrs.get("oloproof.metadata")) or {}
+        input_ = _strict(attrs, "oloproof.input", root.where)
+        metadata = _strict(attrs, "oloproof.metadata", root.where) or {}
         if not isinstance(metadata, dict):
             raise _fail(root.where, f"attribute oloproof.metadata: expected a JSON object, got {quoted(metadata)}")
         truncated = attrs.get("oloproof.truncated") is True
@@ -876,7 +978,7 @@ def _case(case_id: str, root: Span | None, tops: list[Span], children: dict[str,
     service = (root or (tops[0] if tops else None)).resource if (root or tops) else {}  # type: ignore[union-attr]
     constraints = []
     if own:
-        for item in _strict(attrs.get("oloproof.constraints")) or []:
+        for item in _strict(attrs, "oloproof.constraints", root.where) or []:
             if isinstance(item, list) and len(item) == 3 and isinstance(item[0], str) and isinstance(item[1], bool) \
                     and isinstance(item[2], int) and 1 <= item[2] <= len(steps):
                 constraints.append(ConstraintRecorded(item[0], item[1], item[2]))
@@ -885,13 +987,19 @@ def _case(case_id: str, root: Span | None, tops: list[Span], children: dict[str,
                         constraints, truncated, step_limit)
 
 
-def _strict(value: Any) -> Any:
-    """A value Oloproof exported as canonical JSON text."""
-    if value is None:
-        return None
+def _strict(attrs: dict[str, Any], key: str, where: str) -> Any:
+    """The value of attribute ``key``, which Oloproof exported as canonical JSON text. No value
+    Oloproof records nests deeper than MAX_RECORDED_NESTING levels: deeper JSON text is refused
+    (located at ``where``), never decoded."""
+    value = attrs.get(key)
+    if not isinstance(value, str):
+        return value
+    if _too_deep(value, MAX_RECORDED_NESTING):
+        raise _fail(where, f"attribute {key}: JSON nested deeper than {MAX_RECORDED_NESTING} levels "
+                           "(the limit for a recorded value; Oloproof never exports one)")
     try:
-        return msgspec.json.decode(value) if isinstance(value, str) else value
-    except msgspec.DecodeError:
+        return msgspec.json.decode(value)
+    except (msgspec.DecodeError, RecursionError):  # unbalanced, deep: not JSON
         return value
 
 
@@ -904,13 +1012,13 @@ def _own_step(span: Span, raw: list[dict[str, Any]]) -> None:
         if key in a and not isinstance(a[key], str):
             raise _fail(span.where, f"attribute {key}: expected text, got {quoted(a[key])}")
     raw.append({"kind": a["oloproof.step.kind"], "tool_name": a.get("oloproof.step.tool_name"),
-                "arguments": _strict(a.get("oloproof.step.arguments")),
-                "result": _strict(a.get("oloproof.step.result")), "agent": a.get("oloproof.step.agent"),
+                "arguments": _strict(a, "oloproof.step.arguments", span.where),
+                "result": _strict(a, "oloproof.step.result", span.where), "agent": a.get("oloproof.step.agent"),
                 "to_agent": a.get("oloproof.step.to_agent"), "raised": bool(a.get("oloproof.step.raised")),
                 "fault": a.get("oloproof.step.fault")})
     if a.get("oloproof.result.paired"):
         raw.append({"kind": "tool_result", "tool_name": a.get("oloproof.step.tool_name"),
-                    "result": _strict(a.get("oloproof.result")), "agent": a.get("oloproof.result.agent"),
+                    "result": _strict(a, "oloproof.result", span.where), "agent": a.get("oloproof.result.agent"),
                     "raised": bool(a.get("oloproof.result.raised")), "fault": a.get("oloproof.result.fault")})
 
 

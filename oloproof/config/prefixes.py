@@ -39,6 +39,7 @@ raised as :class:`~oloproof.errors.CaseFileError` (exit code 2).
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -48,6 +49,7 @@ import msgspec
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from oloproof.config.cases import CaseId, SuiteCase, SuiteInfo, shown_path
+from oloproof.config.files import open_regular
 from oloproof.config.limits import quoted
 from oloproof.config.locate import load_yaml, validate_model
 from oloproof.errors import CaseFileError, ConfigError
@@ -275,7 +277,8 @@ class PrefixCases:
                                 "'oloproof prefix create RUN CASE'")
         if not self.path.is_dir():
             raise CaseFileError(f"{self.label}: is a file; prefix.cases names the folder of prefix cases")
-        return sorted(p for p in self.path.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+        # not only regular files: a FIFO or a device named *.yaml is refused when read, never skipped
+        return sorted(p for p in self.path.iterdir() if p.suffix in (".yaml", ".yml") and not p.is_dir())
 
     def validate(self, keep_ids: bool = False) -> SuiteInfo:
         seen: dict[str, str] = {}
@@ -335,13 +338,12 @@ def _frozen_content(path: Path, model: PrefixFile, locator: Any, who: str) -> di
         side = path.parent / f.sidecar
         where = f"{locator.where(('frozen', 'sidecar'))}: {who}field 'frozen.sidecar'"
         try:
-            if side.exists() and not side.is_file():  # a FIFO or a device would hang or never end
-                raise CaseFileError(f"{where}: {side.name} is not a regular file")
-            size = side.stat().st_size
-            if size > MAX_SIDECAR:
-                raise CaseFileError(f"{where}: {side.name} holds {size:,} bytes, more than the {MAX_SIDECAR:,} a "
-                                    "frozen prefix may hold")
-            raw = side.read_bytes()
+            with open_regular(side, f"{where}: {side.name}", CaseFileError) as fh:  # no FIFO, no device
+                size = os.fstat(fh.fileno()).st_size
+                if size > MAX_SIDECAR:
+                    raise CaseFileError(f"{where}: {side.name} holds {size:,} bytes, more than the {MAX_SIDECAR:,} "
+                                        "a frozen prefix may hold")
+                raw = fh.read(MAX_SIDECAR + 1)
         except OSError as e:
             raise CaseFileError(f"{where}: cannot read {side.name} ({type(e).__name__})") from None
         if hashlib.sha256(raw).hexdigest() != f.sha256:

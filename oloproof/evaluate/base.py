@@ -76,6 +76,12 @@ class Evaluator:
     def default_criterion(self) -> str:
         raise NotImplementedError
 
+    def named_tools(self) -> list[tuple[tuple, str]]:
+        """The tools the configuration names, each as (its path inside the evaluator's config,
+        the name): the system must declare them (SPEC §18.1), checked once it is loaded,
+        before any case runs. A family whose config names tools lists them here."""
+        return []
+
     def evaluate(self, case: CaseView) -> Verdict:
         if case.error is not None:
             return missing(case.error_kind or "system_error")

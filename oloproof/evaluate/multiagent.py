@@ -100,6 +100,10 @@ class ToolPermissions(MultiAgentEvaluator):
     def default_criterion(self) -> str:
         return "agent_tool_permissions"
 
+    def named_tools(self) -> list[tuple[tuple, str]]:
+        permissions = self.config.permissions  # type: ignore[attr-defined]
+        return [(("permissions", agent, i), t) for agent, tools in permissions.items() for i, t in enumerate(tools)]
+
     def judge_route(self, r: list[str], t: TrajectoryView, case: CaseView) -> Verdict:
         allowed = self.config.permissions  # type: ignore[attr-defined]
         for s in t.calls:

@@ -87,6 +87,9 @@ class ToolCalled(TrajectoryEvaluator):
     def default_criterion(self) -> str:
         return f"agent_tool_{self.config.tool_name}_called"  # type: ignore[attr-defined]
 
+    def named_tools(self) -> list[tuple[tuple, str]]:
+        return [(("tool_name",), self.config.tool_name)]  # type: ignore[attr-defined]
+
     def judge_trajectory(self, t: TrajectoryView, case: CaseView) -> Verdict:
         cfg: ToolCalledConfig = self.config  # type: ignore[assignment]
         n = sum(1 for s in t.steps if s.kind == "tool_call" and s.tool_name == cfg.tool_name)

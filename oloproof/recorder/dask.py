@@ -13,12 +13,18 @@ died (``KilledWorker``) is split and its jobs run one per task, one such at a ti
 whose own task loses its worker twice is the one that kills it and is recorded with ``worker_died`` (a job that
 was only queued on a dying worker succeeds on a retry), and the others run normally. Remote workers must be
 able to import the project's modules (same folder, or ``client.upload_file``).
+
+Start-up is bounded: a scheduler that accepts the connection but never answers, or a
+LocalCluster whose worker processes all die while they start, is an exit-2 error after at most
+``OLOPROOF_DASK_TIMEOUT`` seconds (default 30); a LocalCluster that lost only some of its workers
+while starting runs on the others.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import threading
 import traceback
 from collections import deque
@@ -33,7 +39,9 @@ from oloproof.system import SystemFactory, SystemSlot
 
 MAX_BATCH = 128  # cases a Dask task: its scheduling costs milliseconds, a case microseconds
 DEATHS = 2  # a job alone on its task (one such at a time) that loses its worker twice killed it
-WORKERS_WAIT = 30.0  # seconds to wait for a worker, at start and when all of them are gone
+WORKERS_WAIT = 30.0  # seconds to wait for the scheduler's answer, for workers at start, and when all are gone
+CONNECT_WAIT = 5.0  # seconds to retry a refused connection to the scheduler
+TIMEOUT_VAR = "OLOPROOF_DASK_TIMEOUT"  # overrides WORKERS_WAIT
 RESULT_WAIT = 600.0  # seconds to wait for a finished task's result (recomputed if its worker died)
 
 _SLOTS = threading.local()
@@ -106,6 +114,43 @@ def run_batch(root: str | None, digest: str, blob: bytes, batch: bytes) -> bytes
     return msgspec.msgpack.encode(out)
 
 
+def wait_setting() -> float:
+    """``WORKERS_WAIT``, or the seconds ``OLOPROOF_DASK_TIMEOUT`` sets."""
+    raw = os.environ.get(TIMEOUT_VAR)
+    if raw is None or not raw.strip():
+        return WORKERS_WAIT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= 3600:  # NaN included
+        raise UsageError(f"{TIMEOUT_VAR}={raw!r}: a number of seconds, more than 0 and at most 3600")
+    return value
+
+
+def check_answers(address: str, wait: float) -> None:
+    """Raise unless the scheduler at ``address`` completes Dask's handshake within ``wait``
+    seconds. ``distributed``'s ``connect`` bounds the TCP connection but then waits for the
+    handshake without a limit, so a port that accepts and never answers would hang the run."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    from distributed.comm import connect
+    from distributed.security import Security
+
+    async def hello() -> None:
+        args = Security().get_connection_args("client")
+        comm = await asyncio.wait_for(connect(address, timeout=min(CONNECT_WAIT, wait), **args), wait)
+        await comm.close()
+
+    with ThreadPoolExecutor(1) as pool:  # an event loop of its own: the caller may run one
+        try:
+            pool.submit(asyncio.run, hello()).result()
+        except TimeoutError as e:  # asyncio's wait_for: connected, but no handshake
+            raise TimeoutError(f"no answer within {wait:g} s; is it a Dask scheduler? "
+                               f"{TIMEOUT_VAR} sets how long to wait") from e
+
+
 class DaskExecutor(Executor):
     remote = True
 
@@ -118,6 +163,7 @@ class DaskExecutor(Executor):
         self.workers = workers
         self.scheduler = scheduler
         self.max_batch = max(1, batch)
+        self.wait = wait_setting()
         self._pending: deque[tuple[Job, bool]] = deque()  # (job, must run alone)
         self._deaths: dict[int, int] = {}  # job id -> times its own task lost its worker
         self._suspect: Any = None  # the future of the one suspect job in flight
@@ -135,7 +181,7 @@ class DaskExecutor(Executor):
 
     def start(self, factory: SystemFactory, first_slot: SystemSlot | None = None) -> None:
         import dask
-        from distributed import Client, LocalCluster
+        from distributed import Client
 
         blob = factory.pickled()
         self._digest = hashlib.sha256(blob).hexdigest()
@@ -149,23 +195,20 @@ class DaskExecutor(Executor):
         if self.scheduler:
             try:
                 with dask.config.set(quiet):
-                    self._client = Client(self.scheduler, timeout="5s")
-            except Exception as e:  # refused, unresolvable, a TLS address without certificates…
+                    check_answers(self.scheduler, self.wait)
+                    self._client = Client(self.scheduler, timeout=f"{self.wait}s")
+            except Exception as e:  # refused, unresolvable, silent, a TLS address without certificates…
                 raise UsageError(f"--scheduler {self.scheduler}: cannot reach a Dask scheduler ({e})") from e
         else:
-            # a worker that dies fails its task at once: the case it ran is recorded as
-            # worker_died instead of killing three more workers on retries
-            with dask.config.set({**quiet, "distributed.scheduler.allowed-failures": 0}):
-                self._cluster = LocalCluster(n_workers=self.workers or 2, threads_per_worker=1,
-                                             processes=True, dashboard_address=":0",
-                                             silence_logs=logging.CRITICAL)  # we report dead workers ourselves
-                self._client = Client(self._cluster)
+            self._start_cluster(quiet)
         try:
-            self._client.wait_for_workers(1, timeout=WORKERS_WAIT)
+            self._client.wait_for_workers(1, timeout=self.wait)
         except TimeoutError as e:
             raise UsageError(f"the Dask cluster at {self.scheduler or 'the LocalCluster'} has no worker "
-                             f"(waited {WORKERS_WAIT:g} s)") from e
-        problems = {w: p for w, p in self._client.run(probe, factory.root, blob).items() if p}
+                             f"(waited {self.wait:g} s)") from e
+        # a worker that died since it joined answers with an exception: the others go on
+        answers = self._client.run(probe, factory.root, blob, on_error="return")
+        problems = {w: p for w, p in answers.items() if isinstance(p, str)}
         if problems:
             where, what = next(iter(problems.items()))
             raise UsageError(f"Dask worker {where} cannot make the system: {what} (the workers must be able "
@@ -178,6 +221,40 @@ class DaskExecutor(Executor):
         # sent with every task (a batch), not scattered: scattered data dies with the workers
         # that hold it, and surviving a dying worker is the point
         self._blob = blob
+
+    def _start_cluster(self, quiet: dict[str, Any]) -> None:
+        """A LocalCluster of ``--workers`` processes, started empty and then scaled: with
+        ``n_workers=N`` one worker that dies while starting fails the whole cluster ("Nanny
+        failed to start"), while scaled workers that die are only missing. The run goes on
+        with the workers that started, and is refused (exit 2) when none did."""
+        import time
+
+        import dask
+        from distributed import Client, LocalCluster
+        from distributed.core import Status
+
+        n = self.workers or 2
+        try:
+            # a worker that dies fails its task at once: the case it ran is recorded as
+            # worker_died instead of killing three more workers on retries
+            with dask.config.set({**quiet, "distributed.scheduler.allowed-failures": 0}):
+                self._cluster = LocalCluster(n_workers=0, threads_per_worker=1, processes=True,
+                                             dashboard_address=":0",
+                                             silence_logs=logging.CRITICAL)  # we report dead workers ourselves
+                self._client = Client(self._cluster, timeout=f"{self.wait}s")
+                self._cluster.scale(n)
+        except Exception as e:  # no free port, no scheduler, a worker spec Dask rejects…
+            raise UsageError(f"could not start a Dask cluster: {type(e).__name__}: {e}") from e
+        deadline = time.monotonic() + self.wait
+        while True:
+            up = len(self._client.scheduler_info().get("workers", {}))
+            failed = sum(w.status == Status.failed for w in self._cluster.workers.values())
+            if up + failed >= n or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        if up == 0 and failed:
+            raise UsageError(f"could not start a Dask cluster: {failed} of its {n} worker processes died while "
+                             "starting (a worker preload, or the memory or processes this machine allows?)")
 
     def _submit(self, job: Job) -> None:
         self._pending.append((job, False))
@@ -273,8 +350,8 @@ class DaskExecutor(Executor):
             self._no_workers = None
         elif self._no_workers is None:
             self._no_workers = time.monotonic()
-        elif time.monotonic() - self._no_workers > WORKERS_WAIT:
-            raise ExecutorError(f"the Dask cluster has had no worker for {WORKERS_WAIT:g} s; "
+        elif time.monotonic() - self._no_workers > self.wait:
+            raise ExecutorError(f"the Dask cluster has had no worker for {self.wait:g} s; "
                                 "the cases in flight were not recorded (resume the run later)")
 
     def close(self, cancel: bool = False) -> None:

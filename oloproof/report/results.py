@@ -87,16 +87,7 @@ def results_dict(run_id: str, system_name: str, system_version: str, suite: Suit
             **({"clusters": r.clusters} if r.approximate else {}),
         })
     cases = [case_entry(suite.criteria, c) for c in summary.cases]
-    gate: dict[str, Any] = {"decision": None, "rules": []}
-    if summary.gate is not None:
-        gate = {
-            "decision": summary.gate.decision,
-            "rules": [
-                {"name": r.name, "criterion": r.criterion, "kind": r.kind, "threshold": r.threshold,
-                 "status": r.status, "reason": r.reason, "detail": r.detail}
-                for r in summary.gate.rules
-            ],
-        }
+    gate = gate_dict(summary)
     transforms = [{"transform": t.transform, "pairs": t.pairs, "labelled": t.labelled, "valid": t.valid,
                    "minimum_validity": t.minimum_validity, "checked": t.checked} for t in summary.transforms]
     return {
@@ -113,6 +104,20 @@ def results_dict(run_id: str, system_name: str, system_version: str, suite: Suit
         "gate": gate,
         **({"transforms": transforms} if transforms else {}),
         **({"release": _release(summary)} if summary.release_classes is not None else {}),
+    }
+
+
+def gate_dict(summary: Summary) -> dict[str, Any]:
+    """The gate of the results document: the decision and every rule with what decided it."""
+    if summary.gate is None:
+        return {"decision": None, "rules": []}
+    return {
+        "decision": summary.gate.decision,
+        "rules": [
+            {"name": r.name, "criterion": r.criterion, "kind": r.kind, "threshold": r.threshold,
+             "status": r.status, "reason": r.reason, "detail": r.detail}
+            for r in summary.gate.rules
+        ],
     }
 
 

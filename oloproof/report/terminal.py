@@ -265,10 +265,23 @@ def rule_detail(rule: Any) -> str:
     return getattr(rule, "detail", None) or rule.reason or ""
 
 
+#: a status's colour on a terminal (none elsewhere, nor under NO_COLOR: rich reads it)
+STATUS_STYLES = {"PASS": "bold green", "FAIL": "bold red", "INSUFFICIENT_EVIDENCE": "bold yellow",
+                 "pass": "green", "fail": "red", "missing": "yellow", "excluded": "dim"}
+
+
+def status_text(status: str, prefix: str = "") -> Text:
+    """A gate decision, a rule's status or a verdict as coloured text (the words carry the
+    meaning; the colour only helps the eye)."""
+    text = Text(prefix)
+    text.append(status, style=STATUS_STYLES.get(status, ""))
+    return text
+
+
 def gate_table(summary: Summary) -> Grid:
     t = Grid(("rule", "key"), ("criterion", "key"), ("status", "key"), ("reason", "key"), ("decided by", "text"))
     for r in summary.gate.rules if summary.gate else []:
-        t.add_row(r.name, r.criterion, r.status, r.reason or "", rule_detail(r))
+        t.add_row(r.name, r.criterion, status_text(r.status), r.reason or "", rule_detail(r))
     return t
 
 
@@ -298,7 +311,7 @@ def summary_view(summary: Summary, *, run_id: str, system: str, min_support: int
     if summary.slices:
         parts += [Text("slices (descriptive; slices never gate)", style="bold"), slices_table(summary, min_support)]
     if summary.gate is not None:
-        parts += [Text(f"gate: {summary.gate.decision}", style="bold"), gate_table(summary)]
+        parts += [status_text(summary.gate.decision, "gate: "), gate_table(summary)]
     else:
         parts.append(Text("gate: none (the run's configuration has no release:)"))
     return Group(*parts)
@@ -371,7 +384,7 @@ def case_panel(view: CaseView, verdicts: dict[str, tuple[str, str | None]], path
         parts.append(Text(f"output: {_short(view.output, 200)}"))
     vt = Grid(("criterion", "key"), ("verdict", "key"), ("reason", "text"))
     for name, (verdict, reason) in verdicts.items():
-        vt.add_row(name, verdict, reason or "")
+        vt.add_row(name, status_text(verdict), reason or "")
     parts.append(vt)
     if paths:
         parts.append(Text("compared state paths", style="bold"))

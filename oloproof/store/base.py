@@ -131,6 +131,14 @@ class EventStore(abc.ABC):
     def root_streams(self) -> list[str]:
         """The names of the streams without a ``/`` (the runs' own streams), in order."""
 
+    def claim_run(self, run_id: str, doing: str) -> AbstractContextManager[None]:
+        """Hold the run ``run_id`` for this process while it writes it (``doing``: "recorded",
+        "resumed"): a second process that claims it gets a :class:`~oloproof.errors.RunBusyError`
+        naming the holder. A store only one process can open needs no claim."""
+        from contextlib import nullcontext
+
+        return nullcontext()
+
     def first_event(self, stream: str) -> StoredEvent | None:
         events = self.read_stream(stream)
         return events[0] if events else None
@@ -275,3 +283,30 @@ def chain(previous: str, append: StreamAppend, key: bytes | None = None) -> tupl
     """Digests for one append, continuing from ``previous``; returns (digests, last)."""
     digests = chain_digests(previous, append.stream, append.start, append.payloads, key)
     return digests, (digests[-1] if digests else previous)
+
+
+def wrong_key(key: bytes, firsts: Sequence[tuple[str, bytes, str]]) -> str | None:
+    """Why ``key`` is not the key a keyed log was written with, or None when it is.
+
+    ``firsts``: (stream, payload, digest) of first events (sequence 0) of the log. A first
+    event is chained from nothing, so its HMAC under the right key is known: when not one of
+    them matches, it is the key that is wrong, not the log (tampering breaks a chain somewhere
+    and leaves the others; whoever rewrote every stream without the key is refused as well).
+    A key that differs only by a trailing newline — read from a file with ``$(cat …)`` one
+    way and ``export K=$'…\\n'`` the other — is named as such."""
+    def fits(k: bytes) -> bool:
+        return any(chain_digest("", stream, 0, payload, k) == digest for stream, payload, digest in firsts)
+
+    if not firsts or fits(key):
+        return None
+    stripped = key.rstrip(b"\r\n")
+    if stripped != key and stripped and fits(stripped):
+        return ("OLOPROOF_LOG_KEY is the wrong key for this log: it ends in a newline, and the key this log was "
+                "written with does not; remove the newline (e.g. export OLOPROOF_LOG_KEY=\"$(cat KEYFILE)\")")
+    for end in (b"\n", b"\r\n"):
+        if fits(key + end):
+            return ("OLOPROOF_LOG_KEY is the wrong key for this log: the key it was written with ends in a newline, "
+                    "and OLOPROOF_LOG_KEY does not; set it with the newline")
+    note = " (note: OLOPROOF_LOG_KEY ends in a newline)" if key.endswith(b"\n") else ""
+    return ("OLOPROOF_LOG_KEY is the wrong key for this log: not one stream's first HMAC-SHA256 matches under it, "
+            f"so the key, not the log, is at fault{note}; set the key the log was written with")

@@ -41,6 +41,11 @@ MARK_ON, MARK_OFF = "\ue000", "\ue001"
 _OPERATOR = re.compile(r"(^|\s)(AND|OR|NOT|NEAR)(\s|\(|$)")
 
 
+def misplaced_operator(query: str) -> bool:
+    """The query holds an FTS5 operator (AND, OR, NOT, NEAR) as a word."""
+    return _OPERATOR.search(query) is not None
+
+
 class SearchQueryError(UsageError):
     """A search query FTS5 cannot parse (exit code 2)."""
 

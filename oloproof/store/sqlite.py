@@ -7,6 +7,8 @@ the ``events`` table, and each event carries a hash-chain digest per stream.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import sqlite3
 from contextlib import contextmanager, suppress
 from itertools import count, repeat
@@ -14,7 +16,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 from urllib.parse import quote
 
-from oloproof.errors import CorruptLogError, DuplicateEventError, StoreError
+from oloproof.errors import CorruptLogError, DuplicateEventError, RunBusyError, StoreError
 from oloproof.events import HMAC_SHA256, SHA256, scheme_of
 from oloproof.store import search
 from oloproof.store.base import (
@@ -25,6 +27,7 @@ from oloproof.store.base import (
     StoredEvent,
     StreamAppend,
     chain,
+    wrong_key,
 )
 
 SCHEMA_VERSION = "1"  # of the events table; projections have their own version
@@ -51,6 +54,18 @@ CREATE TABLE IF NOT EXISTS events (
 );
 CREATE INDEX IF NOT EXISTS events_roots ON events (stream) WHERE seq = 0 AND instr(stream, '/') = 0;
 """ + "\n".join(sql.replace("CREATE TRIGGER", "CREATE TRIGGER IF NOT EXISTS") for sql in _TRIGGERS.values())
+
+
+#: a log file with none (or only some) of the tables a log is created with, and nothing else: its
+#: creation (one transaction, after the file itself) was interrupted; a writer finishes it
+INTERRUPTED = ("an Oloproof log whose creation was interrupted (it holds no events yet); delete it, or run "
+               "'oloproof run' to finish creating it")
+
+
+def _ours(table: str) -> bool:
+    """A table an Oloproof log is created with (SQLite's own ``sqlite_*`` tables included)."""
+    return (table in ("meta", "events") or table in PROJECTIONS or table.startswith(search.TABLE)
+            or table.startswith("sqlite_"))
 
 
 #: how long a writer waits for another one's transaction (a long import holds the lock throughout)
@@ -138,16 +153,19 @@ class SQLiteStore(EventStore):
         """What every opening checks, without writing: an Oloproof log of a version this
         code reads, with no foreign triggers, chained the way the key says."""
         tables = {r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if (tables or self.readonly) and "events" not in tables:
+        unfinished = "events" not in tables and all(_ours(t) for t in tables)
+        if "events" not in tables and not unfinished:
             raise CorruptLogError(f"{self.path}: not an Oloproof log (no events table)")
+        if unfinished and self.readonly:  # a writer (run) finishes it: every statement below is IF NOT EXISTS
+            raise CorruptLogError(f"{self.path}: {INTERRUPTED}")
         if "meta" in tables:
             row = self._conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-            if row is None or row[0] != SCHEMA_VERSION:
+            if (row is None and not unfinished) or (row is not None and row[0] != SCHEMA_VERSION):
                 raise CorruptLogError(
                     f"{self.path}: log schema version {row[0] if row else 'unknown'!r}; "
                     f"this Oloproof reads version {SCHEMA_VERSION}"
                 )
-        if tables:
+        if "events" in tables:
             cols = {r[1] for r in self._conn.execute("PRAGMA table_info(events)")}
             if not {"stream", "seq", "type", "payload", "digest"} <= cols:
                 raise CorruptLogError(f"{self.path}: events table is missing columns")
@@ -180,9 +198,21 @@ class SQLiteStore(EventStore):
         elif self.scheme == SHA256 and self.key is not None:
             self.key_problem = ("OLOPROOF_LOG_KEY is set, but this log's chain is not keyed: it was written "
                                 "without the key, or rewritten without it")
+        elif self.scheme == HMAC_SHA256 and has_events:  # a wrong key is not tampering: say which
+            self.key_problem = wrong_key(self.key, self._first_events())
         if "meta" in tables:
             row = self._conn.execute("SELECT value FROM meta WHERE key='projections_version'").fetchone()
             self.projections_stale = bool(has_events) and (row is None or row[0] != PROJECTIONS_VERSION)
+
+    def _first_events(self) -> list[tuple[str, bytes, str]]:
+        """(stream, payload, digest) of a few first events: of the first runs (the partial
+        index holds them) and of the streams that start among the log's first rows (a bounded
+        read, whatever the size of the log)."""
+        sql = "SELECT stream, CAST(payload AS BLOB), digest FROM events WHERE "
+        runs = self._conn.execute(sql + "seq = 0 AND instr(stream, '/') = 0 ORDER BY pos LIMIT 8").fetchall()
+        early = self._conn.execute(sql + "pos IN (SELECT pos FROM (SELECT pos, seq FROM events ORDER BY pos "
+                                   "LIMIT 2000) WHERE seq = 0 LIMIT 16)").fetchall()
+        return [(r[0], r[1] if isinstance(r[1], bytes) else r[1].encode(), r[2]) for r in runs + early]
 
     def _prepare(self) -> None:
         self._conn.execute("BEGIN IMMEDIATE")
@@ -300,6 +330,50 @@ class SQLiteStore(EventStore):
             conn.executemany(
                 f"INSERT OR REPLACE INTO {table} VALUES ({', '.join('?' * len(cols))})", table_rows
             )
+
+    @contextmanager
+    def claim_run(self, run_id: str, doing: str) -> Iterator[None]:
+        """Hold ``run_id`` while this process writes it: an OS lock (``flock``) on a file beside
+        the log, ``<log>-run-<hash>.lock``, holding the pid. The lock ends with the process
+        however it ends (SIGKILL included), so a killed run can be resumed at once; a second
+        writer of the same run is refused with :class:`RunBusyError` before it writes anything
+        (rather than meet the first one's events as a UNIQUE constraint). Without ``fcntl``
+        (Windows) nothing is held: the chain's (stream, sequence) still refuses the second."""
+        try:
+            import fcntl
+        except ImportError:
+            yield
+            return
+        name = hashlib.sha256(run_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        lock = self.path.with_name(f"{self.path.name}-run-{name}.lock")
+        while True:
+            try:
+                fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+            except OSError as e:
+                raise StoreError(f"cannot create {lock} to hold run {run_id!r}: {e.strerror or e}") from e
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                holder = _lock_holder(fd)
+                os.close(fd)
+                raise RunBusyError(f"run {run_id!r} is being {holder[1] or 'written'} by another process"
+                                   f"{f' (pid {holder[0]})' if holder[0] else ''}; wait for it to end (or stop "
+                                   "it), then resume the run if it is still incomplete") from None
+            try:  # the holder removes the file as it lets go: hold the file that is still there
+                same = os.fstat(fd).st_ino == os.stat(lock).st_ino
+            except OSError:
+                same = False
+            if same:
+                break
+            os.close(fd)
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()} {doing}\n".encode())
+            yield
+        finally:
+            with suppress(OSError):
+                os.unlink(lock)
+            os.close(fd)  # lets go of the lock
 
     # ---- reading -----------------------------------------------------------------------
 
@@ -541,6 +615,18 @@ def _connect_readonly(path: Path) -> sqlite3.Connection:
         if "unable to open" not in str(e) and "readonly" not in str(e):
             raise
     return sqlite3.connect(uri + "?mode=ro&immutable=1", uri=True, isolation_level=None)
+
+
+def _lock_holder(fd: int) -> tuple[str, str]:
+    """(pid, what it does) written in a run's lock file by its holder ("" where unknown)."""
+    try:
+        os.lseek(fd, 0, os.SEEK_SET)
+        words = os.read(fd, 200).decode("ascii", "replace").split()
+    except OSError:
+        words = []
+    pid = words[0] if words and words[0].isdigit() else ""
+    doing = words[1] if len(words) > 1 and words[1].isalpha() else ""
+    return pid, doing
 
 
 def _normal(sql: str) -> str:
