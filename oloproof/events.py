@@ -70,6 +70,10 @@ class RunStarted(Event, frozen=True, tag="run_started.v1"):
     #: PYTHONPATH and what ``system.code`` names (absolute paths). ``--resume`` refuses a run
     #: one of them changed in, naming it. Not part of any replay key. Empty in older logs.
     files: dict[str, str] = {}
+    #: a *partial run*'s choice of cases (``run --case/-k/--limit/--last-failed``): the flags as
+    #: given and ``ids``, the source cases chosen. Empty for a run of the whole suite. A partial
+    #: run never passes its gate (``partial_run``) and is never a baseline.
+    selection: dict[str, Any] = {}
 
 
 class RunResumed(Event, frozen=True, tag="run_resumed.v1"):

@@ -78,6 +78,8 @@ def resolve_ref(store: EventStore, ref: str, *, system: str | None = None, befor
                 continue
             if before is not None and (started.started_at, started.run_id) >= before:
                 continue
+            if started.selection:
+                continue  # a partial run (some of the suite's cases) is no baseline
             if load_run(store, started.run_id).sealed is None:
                 continue  # an unfinished run is no baseline
             return started.run_id
@@ -128,6 +130,11 @@ def regression_evidence(store: EventStore, run: StoredRun, suite: SuiteEvaluatio
             out[rule.name] = None
             continue
         base_started = load_run(store, base_id).started
+        if base_started.selection:
+            out[rule.name] = RegressionEvidence(
+                base_id, Flips(), False, "it is a partial run (some of the suite's cases, chosen with "
+                "--case/-k/--limit/--last-failed): no baseline", "baseline_partial")
+            continue
         if base_started.system_name != s.system_name:
             out[rule.name] = RegressionEvidence(
                 base_id, Flips(), False, f"it is a run of system {base_started.system_name!r}, this run of "

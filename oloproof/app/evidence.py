@@ -104,7 +104,10 @@ def evaluate_run(store: EventStore, run_id: str, suite: SuiteEvaluation, keep_ca
         from oloproof.app.diff import regression_evidence
 
         evidence = regression_evidence(store, run, suite, acc.tracked_verdicts)
-    return acc.summary(expected=run.started.case_count, complete=audit.complete, regressions=evidence)
+    from oloproof.app.selection import selection_text
+
+    return acc.summary(expected=run.started.case_count, complete=audit.complete, regressions=evidence,
+                       partial=selection_text(run.started.selection))
 
 
 def rebuild_projections(store: EventStore) -> None:

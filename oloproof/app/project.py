@@ -44,6 +44,8 @@ class Project:
     suite: SuiteEvaluation
     #: where ``suite``'s evaluators sit in oloproof.yaml (a prefix suite's: ``prefix.evaluators``)
     evaluators_path = ("evaluators",)
+    #: a partial run's choice of cases (``RunStarted.selection``); None: the whole suite
+    selection: dict[str, Any] | None = None
 
     @property
     def config_digest(self) -> str:
@@ -59,8 +61,17 @@ class Project:
 
     @property
     def suite_cases(self) -> Suite:
-        """The source cases and the cases metamorphic transforms derive from them."""
-        return Suite(self.cases, self.config.metamorphic)
+        """The source cases and the cases metamorphic transforms derive from them (of a partial
+        run: those it chose, with their derived cases)."""
+        keep = frozenset(self.selection["ids"]) if self.selection else None
+        return Suite(self.cases, self.config.metamorphic, keep)
+
+    def case_count(self, info: SuiteInfo) -> int:
+        """The cases a run of the project records once each (before trials)."""
+        if not self.selection:
+            return info.count
+        transforms = len(self.config.metamorphic.transforms) if self.config.metamorphic else 0
+        return len(self.selection["ids"]) * (1 + transforms)
 
     @property
     def trials(self) -> int:

@@ -49,6 +49,7 @@ from oloproof.app.project import (
 )
 from oloproof.app.projections import case_rows, evaluation_key, run_row
 from oloproof.app.runs import load_run, refresh_search
+from oloproof.app.selection import selection_text
 from oloproof.config.cases import SuiteCase, SuiteInfo
 from oloproof.config.limits import trial_case_id
 from oloproof.errors import Interrupted, OloproofError, UsageError
@@ -191,10 +192,11 @@ class _Driver:
             run_id=run_id, system_name=s.name, system_version=s.version, records=list(s.factory.records),
             config=p.stored_config, config_digest=p.config_digest, cases_path=p.cases_label,
             # the case streams the run will hold: every trial of every case
-            suite_digest=info.digest, case_count=info.count * p.trials, started_at=self.clock(), durability=durability,
-            code_digest=s.code_digest, previous_seal=latest_seal(self.store),
+            suite_digest=info.digest, case_count=p.case_count(info) * p.trials, started_at=self.clock(),
+            durability=durability, code_digest=s.code_digest, previous_seal=latest_seal(self.store),
             surface=s.factory.surface or {},
             files=input_files(p, s.factory.target, self.outputs),
+            selection=p.selection or {},
         )
         self.store.commit([StreamAppend(run_id, 0, [encode(started)], [tag_of(started)])],
                           {"runs": [run_row(started, None)]})
@@ -425,6 +427,8 @@ def run_suite(project: Project, system: LoadedSystem, store: EventStore, info: S
     ``--json``): never counted among what its system reads (``RunStarted.files``)."""
     executor = executor or SerialExecutor()
     _set_trials(project, store, resume, trials)
+    if resume is not None:  # a partial run resumes with the cases it chose
+        project.selection = load_run(store, resume).started.selection or None
     system.factory.check_slots(executor.slots_per_process)
     # a tool the configuration or a case names that the system does not have: exit 2
     unchecked = check_tool_names(project, info, system)
@@ -447,7 +451,7 @@ def run_suite(project: Project, system: LoadedSystem, store: EventStore, info: S
             driver.run_id = resume
             driver.resume(resume, info)
         k = project.trials
-        driver.total = info.count * k
+        driver.total = project.case_count(info) * k
         # the trials of a case, with its derived cases' trials, are one cluster
         driver.acc = Accumulator(project.suite, keep_cases=keep_cases,
                                  multi=None if driver.transforms or k > 1 else set(),
@@ -480,10 +484,12 @@ def run_suite(project: Project, system: LoadedSystem, store: EventStore, info: S
 
         evidence = regression_evidence(store, load_run(store, driver.run_id), project.suite,
                                        driver.acc.tracked_verdicts)
-    summary = driver.acc.summary(expected=driver.total, complete=True, regressions=evidence)
+    summary = driver.acc.summary(expected=driver.total, complete=True, regressions=evidence,
+                                 partial=selection_text(project.selection))
     return RunOutcome(driver.run_id, system.name, system.version, summary, driver.errors,
                       resume is not None, executor.describe(), driver.messages, sealed.digest, notes,
-                      uncalled_tools(unchecked, driver.called))
+                      # a partial run calls only some tools: no warning from it
+                      [] if project.selection else uncalled_tools(unchecked, driver.called))
 
 
 def _set_trials(project: Project, store: EventStore, resume: str | None, trials: int | None) -> None:

@@ -129,6 +129,7 @@ def list_runs(store: EventStore) -> list[dict]:
             "cases_committed": store.count_streams(r.run_id + "/"),
             "status": "complete" if run.complete else "incomplete",
             "log_digest": run.sealed.digest if run.sealed else None,
+            "partial": bool(r.selection),  # some of the suite's cases (run --case/-k/...)
         })
     return out
 

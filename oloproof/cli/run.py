@@ -59,11 +59,23 @@ def run_options(*, resume: str, trials: str) -> Callable:
 @run_options(resume="Finish an interrupted run, skipping committed cases.",
              trials="Run every case K times (overrides trials: in oloproof.yaml); criteria then report "
                     "pass^K beside the rate. A resumed run keeps its own.")
+@click.option("--case", "case_ids", multiple=True, metavar="ID",
+              help="Run only this case (repeatable): a partial run, which never passes the gate.")
+@click.option("-k", "keyword", metavar="EXPR",
+              help="Run only the cases whose id contains EXPR, or matches it as a glob (* ? [...]).")
+@click.option("--limit", type=int, metavar="N", help="Run only the first N cases (after --case/-k/--last-failed).")
+@click.option("--last-failed", is_flag=True,
+              help="Run only the cases that failed or were missing in the latest complete run of this suite.")
+@click.option("--quiet", "-q", is_flag=True, help="Print the criteria and the gate only.")
+@click.option("--no-slices", is_flag=True, help="Leave the slices out of what is printed.")
 @handled
 def command(json_path: str | None, db: str | None, resume: str | None, durability: str,
             project_dir: str, trials: int | None, concurrency: int | None, workers: int | None,
-            executor: str | None, scheduler: str | None) -> None:
-    """Run every case of the suite against the system, evaluate and gate.
+            executor: str | None, scheduler: str | None, case_ids: tuple[str, ...], keyword: str | None,
+            limit: int | None, last_failed: bool, quiet: bool, no_slices: bool) -> None:
+    """Run every case of the suite against the system, evaluate and gate — or only some of
+    them (--case, -k, --limit, --last-failed): a partial run, recorded and sealed like any
+    other, whose gate never passes (partial_run) and which is never a baseline.
 
     Cases run one at a time unless you ask for more: --concurrency N (in this process),
     --workers N (processes), --executor dask or --scheduler tcp://HOST:PORT. The results do
@@ -75,24 +87,29 @@ def command(json_path: str | None, db: str | None, resume: str | None, durabilit
     \b
     Example:
       oloproof run --concurrency 50 --json results.json
+      oloproof run --case case_007 -q
+      oloproof run --last-failed
     """
     from oloproof.app.project import load_project
+    from oloproof.app.selection import Selection
 
     execute_run(load_project, json_path=json_path, db=db, resume=resume, durability=durability,
                 project_dir=project_dir, trials=trials, concurrency=concurrency, workers=workers,
-                executor=executor, scheduler=scheduler)
+                executor=executor, scheduler=scheduler,
+                selection=Selection(case_ids, keyword, limit, last_failed), brief=quiet, slices=not no_slices)
 
 
 def execute_run(load: Callable[[str], Any], *, json_path: str | None, db: str | None, resume: str | None,
                 durability: str, project_dir: str, trials: int | None, concurrency: int | None,
                 workers: int | None, executor: str | None, scheduler: str | None,
-                after: Callable[[Any, Any], Any] | None = None, name: str = "oloproof run") -> None:
+                after: Callable[[Any, Any], Any] | None = None, name: str = "oloproof run",
+                selection: Any = None, brief: bool = False, slices: bool = True) -> None:
     """``oloproof run`` (and ``oloproof prefix run``, whose ``load`` gives the prefix suite and
     whose ``after(store, outcome)`` gives what to print after the summary: what the candidate
     did at each boundary)."""
     from oloproof.app.project import load_system
     from oloproof.app.run import interruptible, make_executor, run_suite
-    from oloproof.errors import Interrupted
+    from oloproof.errors import Interrupted, UsageError
     from oloproof.report.results import ResultsFile, results_dict
     from rich.text import Text
 
@@ -117,7 +134,22 @@ def execute_run(load: Callable[[str], Any], *, json_path: str | None, db: str | 
             system.factory.check_slots(pool.slots_per_process)
             out = console(stderr=json_path == "-")  # `--json -`: stdout holds the JSON alone
             db_path = db or str(Path(project_dir) / ".oloproof" / "log.db")
+            if selection is not None and not selection.empty and resume is not None:
+                raise UsageError("--resume takes up the cases its run chose: give no --case, -k, --limit or "
+                                 "--last-failed with it")
             store = open_log(db_path, must_exist=resume is not None, durability=durability, write=True)
+            if selection is not None and not selection.empty:
+                from oloproof.app.selection import NothingToRun, choose
+
+                try:
+                    project.selection = choose(project, store, selection)
+                except NothingToRun as e:
+                    store.close()
+                    click.echo(str(e), err=True)
+                    sys.exit(0)
+                except BaseException:
+                    store.close()
+                    raise
             if durability == "normal":
                 click.echo("durability normal: a power loss may lose the last committed cases", err=True)
             results = ResultsFile(json_path, project.suite.criteria) if json_path else None
@@ -145,7 +177,12 @@ def execute_run(load: Callable[[str], Any], *, json_path: str | None, db: str | 
     for warning in outcome.warnings:
         click.echo(f"warning: {printable(warning)}", err=True)
     out.print(summary_view(summary, run_id=outcome.run_id, system=f"{outcome.system_name} {outcome.system_version}",
-                           min_support=project.config.min_slice_support))
+                           min_support=project.config.min_slice_support, quiet=brief, slices=slices))
+    if project.selection:
+        from oloproof.app.selection import selection_text
+
+        out.print(Text(f"partial run: {selection_text(project.selection)}; its gate cannot pass and it is no "
+                       "baseline — run the whole suite to decide a release"))
     if extra is not None:
         out.print(extra)
     if outcome.errors:

@@ -44,6 +44,8 @@ class Suite:
 
     cases: CaseFile
     metamorphic: MetamorphicConfig | None = None
+    #: the source cases a partial run keeps (their derived cases with them); None: every case
+    keep: frozenset[str] | None = None
 
     @property
     def transforms(self) -> list[TransformConfig]:
@@ -82,7 +84,10 @@ class Suite:
     def __iter__(self) -> Iterator[SuiteCase]:
         """Each source case, then its derived cases (so a pair is judged as soon as it ran)."""
         transforms = self.transforms
+        keep = self.keep
         for case in self.cases:
+            if keep is not None and case.id not in keep:
+                continue
             yield case
             for t in transforms:
                 yield rewrite(case, t)

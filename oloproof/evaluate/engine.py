@@ -372,7 +372,7 @@ class Accumulator:
         return {case_id: (fp, verdicts[i]) for case_id, (fp, verdicts) in self.tracked.items()}
 
     def summary(self, *, expected: int | None = None, complete: bool = True,
-                regressions: dict[str, Any] | None = None) -> Summary:
+                regressions: dict[str, Any] | None = None, partial: str | None = None) -> Summary:
         """The rows, the gate and the cases. ``expected``: the cases the suite held; those not
         recorded count as missing in every row (a run that crashed or is still running), and
         a run that is not ``complete`` cannot pass its gate. ``regressions``: for each
@@ -416,6 +416,7 @@ class Accumulator:
                 incomplete=None if complete else (committed, max(committed, expected or 0)),
                 regressions=dict(regressions or {}),
                 pass_hat_k=pass_hat_k,
+                partial=partial,
             )
             gate = judge_gate(suite.release, criteria, context)
         cases = sorted(self.cases, key=_order) if self.cases is not None else []

@@ -18,6 +18,10 @@ not vouch for is ``INSUFFICIENT_EVIDENCE`` (``transform_not_checked``); a rule o
 or the rate of clustered cases needs ``allow_approximate_methods: true``
 (``approximate_methods_not_allowed``) and at least 20 source clusters (``too_few_clusters``).
 
+A *partial run* (``oloproof run --case/-k/--limit/--last-failed``: some of the suite's cases,
+for iterating on them) never passes either: every rule is ``INSUFFICIENT_EVIDENCE``
+(``partial_run``).
+
 A run that is not sealed (crashed, killed, still running) never passes: its unrecorded cases
 count as missing, and every rule that did not FAIL ends ``INSUFFICIENT_EVIDENCE``
 (``run_incomplete``) — more cases could still fail it.
@@ -78,6 +82,9 @@ class GateContext:
     #: criterion -> its pass^k (a :class:`~oloproof.stats.passk.PassHatK`), in a run with
     #: trials > 1, for the ``min_pass_hat_k`` rules
     pass_hat_k: dict[str, Any] = field(default_factory=dict)
+    #: how a *partial run* (``run --case/-k/--limit/--last-failed``) chose its cases, in
+    #: words; None for a run of the whole suite. A partial run never passes its gate.
+    partial: str | None = None
 
 
 def _pct(x: float, down: bool) -> str:
@@ -89,6 +96,9 @@ def _pct(x: float, down: bool) -> str:
 
 def judge_rule(rule: Rule, row: RateInterval, context: GateContext | None = None) -> RuleResult:
     context = context or GateContext()
+    if context.partial is not None:  # some cases were chosen: the suite was not asked
+        return RuleResult(rule.name, rule.criterion, rule.kind, rule.threshold, "INSUFFICIENT_EVIDENCE",
+                          "partial_run", f"a partial run ({context.partial}): the gate judges whole suites")
     verdict = _judge_rule(rule, row, context)
     if context.incomplete is not None and verdict.status != "FAIL":
         done, total = context.incomplete

@@ -301,14 +301,16 @@ def exit_line(gate: Any) -> str:
             f"{plural(len(short), 'rule')} could not be decided: {', '.join(short)})")
 
 
-def summary_view(summary: Summary, *, run_id: str, system: str, min_support: int) -> Group:
-    """A run's results as one renderable: criteria and metrics, slices, the gate."""
+def summary_view(summary: Summary, *, run_id: str, system: str, min_support: int, quiet: bool = False,
+                 slices: bool = True) -> Group:
+    """A run's results as one renderable: criteria and metrics, slices, the gate (``quiet``:
+    the criteria and the gate only; ``slices=False``: no slices)."""
     parts: list[Any] = [Text(f"run {run_id} · {system}", style="bold"), criteria_table(summary)]
-    if summary.pass_hat_k:
+    if summary.pass_hat_k and not quiet:
         parts += pass_hat_k_parts(summary)
-    if summary.release_classes is not None:
+    if summary.release_classes is not None and not quiet:
         parts += release_summary(summary)
-    if summary.slices:
+    if summary.slices and slices and not quiet:
         parts += [Text("slices (descriptive; slices never gate)", style="bold"), slices_table(summary, min_support)]
     if summary.gate is not None:
         parts += [status_text(summary.gate.decision, "gate: "), gate_table(summary)]
@@ -324,7 +326,7 @@ def runs_table(rows: list[dict]) -> Grid:
     t = Grid(*columns)
     for r in rows:
         cells = [r["run_id"], r["system"], r["version"], r["started"],
-                 f"{r['cases_committed']} / {r['case_count']}", r["status"]]
+                 f"{r['cases_committed']} / {r['case_count']}", r["status"] + (" · partial" if r.get("partial") else "")]
         t.add_row(*cells, *([", ".join(r.get("pins", []))] if pinned else []))
     return t
 
