@@ -141,6 +141,26 @@ def suite_from_stored(stored: dict[str, Any], label: str = "<stored run config>"
     return suite
 
 
+def _forget_project_modules(root: Path) -> None:
+    """A long-lived process (a notebook, a test session) loading a project again gets fresh
+    code: the modules it imported from this folder are forgotten, and so is any module named
+    like one of the folder's own (``tools``, ``app``) that another project's folder provided —
+    or the system would silently run that other project's helper."""
+    import sysconfig
+
+    own = {p.stem for p in root.glob("*.py")} | {p.name for p in root.iterdir()
+                                                 if p.is_dir() and (p / "__init__.py").exists()}
+    installed = tuple(str(Path(sysconfig.get_paths()[k]).resolve()) for k in ("stdlib", "purelib", "platlib"))
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        if not file:
+            continue
+        if _inside(file, root):
+            del sys.modules[name]
+        elif name.partition(".")[0] in own and not str(Path(file).resolve()).startswith(installed):
+            del sys.modules[name]  # another project's module of the same name
+
+
 def _inside(file: str | None, root: Path) -> bool:
     if not file:
         return False
@@ -164,14 +184,8 @@ def _import(project: Project, spec: str, key: str, section: str = "system") -> A
 
     try:
         with contained_exit():  # os._exit at import: a configuration error, not the command's exit
-            loaded = sys.modules.get(module_name)
-            if loaded is not None and _inside(getattr(loaded, "__file__", None), project.root):
-                # a long-lived process (a notebook, a test) loading the project again: fresh code
-                module = importlib.reload(loaded)
-            else:
-                if loaded is not None:  # another project's module of the same name
-                    del sys.modules[module_name]
-                module = importlib.import_module(module_name)
+            _forget_project_modules(project.root)
+            module = importlib.import_module(module_name)
     except BaseException as e:  # user code: anything can happen on import, SystemExit included
         if isinstance(e, Interrupted):  # the operator's Ctrl-C, not the module's doing
             raise
