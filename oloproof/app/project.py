@@ -141,6 +141,19 @@ def suite_from_stored(stored: dict[str, Any], label: str = "<stored run config>"
     return suite
 
 
+#: a package a project may import that an Oloproof extra (or a framework) provides -> how to
+#: install it: named when the import fails
+MISSING_EXTRAS = {
+    "opentelemetry": "pip install 'oloproof[otel]'",
+    "pydantic_ai": "pip install 'oloproof[otel]' pydantic-ai-slim",
+    "dask": "pip install 'oloproof[dask]'",
+    "distributed": "pip install 'oloproof[dask]'",
+    "langgraph": "pip install langgraph",
+    "langchain_core": "pip install langchain-core",
+    "openinference": "pip install openinference-instrumentation-langchain",
+}
+
+
 def _forget_project_modules(root: Path) -> None:
     """A long-lived process (a notebook, a test session) loading a project again gets fresh
     code: the modules it imported from this folder are forgotten, and so is any module named
@@ -189,13 +202,20 @@ def _import(project: Project, spec: str, key: str, section: str = "system") -> A
     except BaseException as e:  # user code: anything can happen on import, SystemExit included
         if isinstance(e, Interrupted):  # the operator's Ctrl-C, not the module's doing
             raise
+        hint = ""
+        if isinstance(e, ModuleNotFoundError) and e.name:
+            extra = MISSING_EXTRAS.get(e.name.partition(".")[0])
+            hint = f"; install it with: {extra}" if extra else ""
         raise ConfigError(f"{where}: {section}.{key} {spec!r}: cannot import module "
-                          f"{module_name!r}: {type(e).__name__}: {e}") from e
+                          f"{module_name!r}: {type(e).__name__}: {e}{hint}") from e
     obj: Any = module
     for part in attr.split("."):
         if not hasattr(obj, part):
+            from oloproof.config.locate import did_you_mean
+
+            names = [n for n in dir(obj) if not n.startswith("_")]
             raise ConfigError(f"{where}: {section}.{key} {spec!r}: module {module_name!r} "
-                              f"has no attribute {attr!r}")
+                              f"has no attribute {attr!r}{did_you_mean(part, names)}")
         obj = getattr(obj, part)
     return obj
 

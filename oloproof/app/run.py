@@ -439,7 +439,7 @@ def run_suite(project: Project, system: LoadedSystem, store: EventStore, info: S
     # garbage collector from walking it again after every few thousand allocations
     gc.freeze()
     stopped = True
-    notes = code_changed(store, system) if resume is None else []
+    notes = code_changed(store, system, project) if resume is None else []
     try:
         # workers start before anything is written: a cluster that cannot be reached, or a
         # system that cannot be shared, leaves the log untouched. The run's configuration goes
@@ -519,16 +519,26 @@ def latest_seal(store: EventStore) -> str:
     return ""
 
 
-def code_changed(store: EventStore, system: LoadedSystem) -> list[str]:
-    """A note when the system's code changed since its last run while its version did not."""
+def code_changed(store: EventStore, system: LoadedSystem, project: Project | None = None) -> list[str]:
+    """A note when the system's code changed since its last run while its version did not,
+    naming the files that changed when the last run recorded them (``RunStarted.files``)."""
     from oloproof.app.runs import run_headers
 
     same = [r for r in run_headers(store)
             if (r.system_name, r.system_version) == (system.name, system.version) and r.code_digest]
     if not same or same[-1].code_digest == system.code_digest:
         return []
-    return [f"the code of {system.name} {system.version} changed since run {same[-1].run_id} while its version "
-            "did not: its fault replays run again for this code (bump `version` to tell the runs apart)"]
+    which = ""
+    if project is not None and same[-1].files:
+        try:
+            changed = [f for f in changed_inputs(same[-1].files, project, system.factory.target)
+                       if f.partition(" ")[0].endswith(".py")]
+        except Exception:  # noqa: BLE001 - a note: never the reason a run does not start
+            changed = []
+        if changed:
+            which = " (" + ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "") + ")"
+    return [f"the code of {system.name} {system.version} changed since run {same[-1].run_id}{which} while its "
+            "version did not: its fault replays run again for this code (bump `version` to tell the runs apart)"]
 
 
 def make_executor(*, concurrency: int | None = None, workers: int | None = None, executor: str | None = None,

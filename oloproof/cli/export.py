@@ -14,9 +14,10 @@ from oloproof.cli.common import DB_HELP, check_output_path, handled, open_log, p
                    "(the Collector's file exporter format; 'oloproof import otel' reads it back); sqlite: an "
                    "analysis database (tables runs, cases, steps, verdicts, states, replays, pairs; docs/search.md).")
 @click.option("--out", "out", default=None, help="File to write ('-' for stdout, the default; FILE says the same).")
+@click.option("--force", is_flag=True, help="With --format sqlite: replace FILE if it exists.")
 @click.option("--db", metavar="PATH", help=DB_HELP)
 @handled
-def command(run: str | None, file: str | None, fmt: str, out: str | None, db: str | None) -> None:
+def command(run: str | None, file: str | None, fmt: str, out: str | None, force: bool, db: str | None) -> None:
     """Export every case of a stored RUN (default: latest; one argument that names no run and
     looks like a file — a '.' or a '/' in it — is FILE): its agent_trajectory/v1 and environment_state/v1
     records and its verdicts, one JSON object a line — or, with --format otlp-json, as
@@ -47,8 +48,10 @@ def command(run: str | None, file: str | None, fmt: str, out: str | None, db: st
     if file is not None and out is not None and file != out:
         raise UsageError(f"give the output file once: FILE {file!r} or --out {out!r}")
     out = file or out or "-"
+    if out != "-" and out.endswith((".py", ".pyw")):  # a typo of the order of arguments, never a target
+        raise UsageError(f"{out}: refusing to write an export over a Python file; name a .jsonl or .db file")
     if fmt == "sqlite":
-        _export_sqlite(run, out, db)
+        _export_sqlite(run, out, db, force)
         return
     if out != "-":
         check_output_path(out, "--out")
@@ -68,7 +71,7 @@ def command(run: str | None, file: str | None, fmt: str, out: str | None, db: st
         click.echo(f"wrote {plural(len(lines), 'record')} of run {run_id} to {out}", err=True)
 
 
-def _export_sqlite(run: str, out: str, db: str | None) -> None:
+def _export_sqlite(run: str, out: str, db: str | None, force: bool = False) -> None:
     from pathlib import Path
 
     from oloproof.app.analysis import export_analysis
@@ -82,6 +85,9 @@ def _export_sqlite(run: str, out: str, db: str | None) -> None:
     target = Path(out)
     if target.exists() and not target.is_file():
         raise UsageError(f"FILE {out}: exists and is not a regular file")
+    if target.exists() and not force:
+        raise UsageError(f"FILE {out}: exists; pass --force to replace it (as 'oloproof view --out' never "
+                         "writes over a report either)")
     store = open_log(db)
     try:
         run_id = resolve_run(store, run)

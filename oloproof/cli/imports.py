@@ -38,7 +38,12 @@ def otel(files: tuple[str, ...], system: str | None, version: str | None, db: st
 
     from oloproof.app.otel import import_traces
     from oloproof.app.run import utc_now
+    from oloproof.errors import UsageError
 
+    if "-" in files and not Path("-").exists():
+        raise UsageError("import otel -: standard input cannot be imported: the importer reads each file twice "
+                         "(first where each trace ends, then the traces), so memory stays flat; save it to a "
+                         "file first, e.g. 'cat > traces.jsonl', and import that")
     store = open_log(db, must_exist=False, write=True)
     try:
         out = import_traces(store, [Path(f) for f in files], system=system, version=version, clock=utc_now)

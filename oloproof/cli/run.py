@@ -181,8 +181,10 @@ def execute_run(load: Callable[[str], Any], *, json_path: str | None, db: str | 
     if project.selection:
         from oloproof.app.selection import selection_text
 
-        out.print(Text(f"partial run: {selection_text(project.selection)}; its gate cannot pass and it is no "
-                       "baseline — run the whole suite to decide a release"))
+        from oloproof.report.terminal import command_text
+
+        out.print(command_text(f"partial run: {selection_text(project.selection)}; its gate cannot pass and it is "
+                               "no baseline — run the whole suite to decide a release"), soft_wrap=True)
     if extra is not None:
         out.print(extra)
     if outcome.errors:

@@ -45,7 +45,7 @@ def command(run: str | None, case: str | None, json_path: str | None, failed: st
     from oloproof.errors import UsageError
     from oloproof.report.panel import replay_rows
     from oloproof.report.terminal import case_panel as panel_view
-    from oloproof.report.terminal import pair_table, replays_table, summary_view
+    from oloproof.report.terminal import command_text, pair_table, replays_table, summary_view
 
     if json_path:
         check_output_path(json_path)
@@ -76,9 +76,14 @@ def command(run: str | None, case: str | None, json_path: str | None, failed: st
             if note:
                 from oloproof.app.prefix import resume_command
 
-                out.print(Text(note + f" Finish it with '{resume_command(report.run.started)}'."))
+                out.print(command_text(note + f" Finish it with '{resume_command(report.run.started)}'."), soft_wrap=True)
             out.print(summary_view(report.summary, run_id=run_id, system=report.run.system,
                                    min_support=report.suite.min_slice_support))
+            imported = (report.run.started.config or {}).get("imported")
+            if imported:
+                out.print(command_text(f"imported from OpenTelemetry traces ({', '.join(imported.get('files') or []) or '?'}): "
+                               "judged here by the evaluators that need no expected; to judge it with a "
+                               f"project's oloproof.yaml: 'oloproof eval {run_id} --project DIR --other-system'"), soft_wrap=True)
             if json_path:
                 from oloproof.report.results import results_dict
 
@@ -101,7 +106,7 @@ def command(run: str | None, case: str | None, json_path: str | None, failed: st
     if attribution is not None:
         from oloproof.report.prefix import attribution_line
 
-        out.print(attribution_line(attribution, run_id, panel.view.case_id))
+        out.print(attribution_line(attribution, run_id, panel.view.case_id), soft_wrap=True)
     rows = replay_rows(panel.view, panel.replays)
     if rows:
         out.print(Text("replays", style="bold"))

@@ -161,6 +161,21 @@ def _check_fault(case: Any, where: str) -> dict[str, Any] | None:
     return out
 
 
+def json_line_hint(raw: bytes, number: int) -> str:
+    """Why a line of a JSON-lines file may not parse, when its shape says so: a byte-order
+    mark (an editor's "UTF-8 with BOM"), or an object spread over several lines."""
+    if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+        return "; the file starts with a UTF-8 byte-order mark (BOM): save it as UTF-8 without BOM"
+    text = raw.strip()
+    if text.startswith((b"{", b"[")) and text.count(b"{") + text.count(b"[") > text.count(b"}") + text.count(b"]"):
+        return ("; a case is one line: this JSON object goes on past the end of the line — put each case "
+                "on a line of its own (JSON lines), e.g. with `jq -c . cases.json > cases.jsonl`")
+    if text in (b"}", b"]", b"},", b"],") or (text[:1] == b'"' and text.rstrip(b",")[-1:] in (b'"', b"}", b"]")):
+        return ("; this looks like the middle or end of a JSON object spread over several lines: a case "
+                "file holds one case a line (JSON lines)")
+    return ""
+
+
 def check_fault_tools(info: SuiteInfo, tools: Any) -> None:
     """Every tool a case's fault names is one the system declares (when it declares any): a
     located :class:`CaseFileError` with a did-you-mean otherwise."""
@@ -253,7 +268,7 @@ class CaseFile:
         try:
             data = msgspec.json.decode(raw)
         except msgspec.DecodeError as e:
-            raise CaseFileError(f"{where}: malformed JSON ({e})") from e
+            raise CaseFileError(f"{where}: malformed JSON ({e}){json_line_hint(raw, number)}") from e
         if not isinstance(data, dict):
             raise CaseFileError(f"{where}: a case must be a JSON object, got {type(data).__name__}")
         duplicate = _duplicate_key(raw)

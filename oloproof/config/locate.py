@@ -263,9 +263,16 @@ def pydantic_message(error: Any, model: Any, where: Any, prefix: tuple = ()) -> 
             continue
         value = err.get("input")
         shown = f" (got {quoted(value)})" if not isinstance(value, (dict, list)) and err["type"] != "missing" else ""
-        msg = err["msg"]
+        msg = err["msg"].removeprefix("Value error, ")  # pydantic's own prefix says nothing
         if len(msg) > _MESSAGE_LIMIT:
             msg = msg[:_MESSAGE_LIMIT] + "…"
+        if err["type"] == "string_type" and isinstance(value, (int, float)) and not isinstance(value, bool):
+            # YAML reads `version: 1.0` as a number: 1.0 and 1.00 would be one version
+            msg += f"; quote it (\"{value}\") to keep it as written"
+        if err["type"] in ("literal_error", "enum") and isinstance(value, str):
+            import re
+
+            shown += did_you_mean(value, re.findall(r"'([^']*)'", str(err.get("ctx", {}).get("expected", ""))))
         lines.append(f"{where(loc)}: {dotted(loc)}: {msg}{shown}")
     if len(errors) > SHOWN_ERRORS:
         lines.append(f"… and {len(errors) - SHOWN_ERRORS} more error(s)")

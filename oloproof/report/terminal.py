@@ -75,6 +75,12 @@ def traceback_text(tb: str) -> Text:
     return Text("\n".join("  " + printable(line) for line in tb.rstrip("\n").split("\n")), style="dim")
 
 
+def command_text(text: str, style: str = "") -> Text:
+    """A line holding a command to copy: never wrapped across lines by the console (a command
+    broken over two lines does not paste), whatever the terminal's width."""
+    return Text(text, style=style, no_wrap=True, overflow="ignore")
+
+
 def printable(value: Any) -> str:
     """Recorded text as it may reach a terminal: controls shown as escapes (``\\x1b``), never
     obeyed, so a recorded value cannot clear the screen, fake a line or plant a link."""
