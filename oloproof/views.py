@@ -173,36 +173,38 @@ def fold_records(events: Sequence[Event], into: dict[str, Any]) -> Iterator[Even
             yield ev
 
 
+#: the environment's events a view keeps in order, by field
+_ENVIRONMENT = {EffectRecorded: "effects", EvidenceRecorded: "evidence", UsageRecorded: "usage"}
+
+
+def _fold_environment(events: Sequence[Event], into: dict[str, Any], kept: tuple[str, ...]) -> Iterator[Event]:
+    """:func:`fold_records`, then the effects, evidence and usage (those ``kept``) gathered in
+    order into ``into`` as tuples; every other event is yielded for the caller."""
+    gathered: dict[str, list[Event]] = {}
+    for ev in fold_records(events, into):
+        name = _ENVIRONMENT.get(type(ev))
+        if name is None:
+            yield ev
+        elif name in kept:
+            gathered.setdefault(name, []).append(ev)
+    for name, found in gathered.items():
+        into[name] = tuple(found)
+
+
 def fold_case(events: Sequence[Event], stream: str = "?") -> CaseView:
     """Fold one case stream's events into a :class:`CaseView` (without evidence)."""
     if not events or not isinstance(events[0], CaseStarted):
         raise CorruptLogError(f"stream {stream!r}: a case stream must begin with case_started")
     start: CaseStarted = events[0]  # type: ignore[assignment]
     fields: dict[str, Any] = {}
-    effects: list[EffectRecorded] = []
-    evidence: list[EvidenceRecorded] = []
-    usage: list[UsageRecorded] = []
-    for ev in fold_records(events[1:], fields):
-        t = type(ev)
-        if t is CaseFinished:
+    for ev in _fold_environment(events[1:], fields, ("effects", "evidence", "usage")):
+        if type(ev) is CaseFinished:
             fields["output"] = ev.output  # type: ignore[attr-defined]
             fields["error"] = ev.error  # type: ignore[attr-defined]
             fields["error_kind"] = ev.error_kind  # type: ignore[attr-defined]
             if ev.traceback is not None:  # type: ignore[attr-defined]
                 fields["traceback"] = ev.traceback  # type: ignore[attr-defined]
             fields["finished"] = True
-        elif t is EffectRecorded:
-            effects.append(ev)  # type: ignore[arg-type]
-        elif t is EvidenceRecorded:
-            evidence.append(ev)  # type: ignore[arg-type]
-        elif t is UsageRecorded:
-            usage.append(ev)  # type: ignore[arg-type]
-    if usage:
-        fields["usage"] = tuple(usage)
-    if effects:
-        fields["effects"] = tuple(effects)
-    if evidence:
-        fields["evidence"] = tuple(evidence)
     return CaseView(
         case_id=start.case_id,
         position=start.position,
@@ -221,19 +223,8 @@ def fold_replay(events: Sequence[Event], stream: str = "?") -> ReplayView:
     if not events or not isinstance(events[0], ReplayStarted):
         raise CorruptLogError(f"stream {stream!r}: a replay stream must begin with replay_started")
     fields: dict[str, Any] = {}
-    effects: list[EffectRecorded] = []
-    evidence: list[EvidenceRecorded] = []
-    for ev in fold_records(events[1:], fields):
-        t = type(ev)
-        if t is ReplayFinished:
+    for ev in _fold_environment(events[1:], fields, ("effects", "evidence")):
+        if type(ev) is ReplayFinished:
             fields.update(output=ev.output, error=ev.error, error_kind=ev.error_kind,  # type: ignore[attr-defined]
                           diverged=ev.diverged, injected=ev.injected)  # type: ignore[attr-defined]
-        elif t is EffectRecorded:
-            effects.append(ev)  # type: ignore[arg-type]
-        elif t is EvidenceRecorded:
-            evidence.append(ev)  # type: ignore[arg-type]
-    if effects:
-        fields["effects"] = tuple(effects)
-    if evidence:
-        fields["evidence"] = tuple(evidence)
     return ReplayView(events[0], **fields)  # type: ignore[arg-type]

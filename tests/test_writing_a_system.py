@@ -19,6 +19,21 @@ CASE = {"id": "c1", "input": {"question": "hi", "order_id": "o-1"}, "initial_sta
         "expected": {"answer": "x"}}
 
 
+ANSWERED = "{type: contains, criterion: answered, field: answer, expected_field: answer}"
+
+
+def snippet_project(tmp_path, code, callable_, evaluator=ANSWERED, records="agent_trajectory/v1"):
+    """A project around one snippet: its @system's name and version, one case."""
+    name = re.search(r'@system\(name="([^"]+)", version="([^"]+)"', code)
+    p = tmp_path / "p"
+    write(p / "app.py", code)
+    write(p / "oloproof.yaml", f"system:\n  name: {name[1]}\n  version: \"{name[2]}\"\n  callable: {callable_}\n"
+                               f"  records: [{', '.join(records.split(','))}]\ncases: cases.jsonl\nevaluators:\n"
+                               f"  - {evaluator}\n")
+    write(p / "cases.jsonl", json.dumps(CASE) + "\n")
+    return p
+
+
 def test_the_page_has_its_snippets():
     assert len(SNIPPETS) >= 6
     assert DOC.read_text().count("```python") == len(SNIPPETS)  # none left untested
@@ -26,13 +41,7 @@ def test_the_page_has_its_snippets():
 
 @pytest.mark.parametrize("callable_, records, code", SNIPPETS, ids=[s[0] + f"-{i}" for i, s in enumerate(SNIPPETS)])
 def test_each_snippet_runs_as_a_project(cli, tmp_path, callable_, records, code):
-    name = re.search(r'@system\(name="([^"]+)", version="([^"]+)"', code)
-    p = tmp_path / "p"
-    write(p / "app.py", code)
-    write(p / "oloproof.yaml", f"system:\n  name: {name[1]}\n  version: \"{name[2]}\"\n  callable: {callable_}\n"
-                               f"  records: [{', '.join(records.split(','))}]\ncases: cases.jsonl\nevaluators:\n"
-                               "  - {type: contains, criterion: answered, field: answer, expected_field: answer}\n")
-    write(p / "cases.jsonl", json.dumps(CASE) + "\n")
+    p = snippet_project(tmp_path, code, callable_, records=records)
     r = cli("run", "--json", "r.json", cwd=p)
     assert r.exit_code == 0, r.output
     case = json.loads((p / "r.json").read_text())["cases"][0]
@@ -42,12 +51,7 @@ def test_each_snippet_runs_as_a_project(cli, tmp_path, callable_, records, code)
 
 def test_the_tool_snippet_records_the_renamed_tool(cli, tmp_path):
     code = next(c for _, _, c in SNIPPETS if "notify_customer" in c)
-    p = tmp_path / "p"
-    write(p / "app.py", code)
-    write(p / "oloproof.yaml", "system:\n  name: tools\n  version: \"1\"\n  callable: app:run\n"
-                               "  records: [agent_trajectory/v1]\ncases: cases.jsonl\nevaluators:\n"
-                               "  - {type: agent_tool_called, tool_name: notify_customer}\n")
-    write(p / "cases.jsonl", json.dumps(CASE) + "\n")
+    p = snippet_project(tmp_path, code, "app:run", "{type: agent_tool_called, tool_name: notify_customer}")
     assert cli("run", cwd=p).exit_code == 0
     out = cli("show", "latest", "c1", cwd=p).output
     assert "notify_customer" in out and "lookup" in out
@@ -55,12 +59,7 @@ def test_the_tool_snippet_records_the_renamed_tool(cli, tmp_path):
 
 def test_the_replayable_snippet_is_fault_replayed(cli, tmp_path):
     code = next(c for _, _, c in SNIPPETS if "Replayable" in c)
-    p = tmp_path / "p"
-    write(p / "app.py", code)
-    write(p / "oloproof.yaml", "system:\n  name: replayable\n  version: \"1\"\n  callable: app:Agent\n"
-                               "  records: [agent_trajectory/v1]\ncases: cases.jsonl\nevaluators:\n"
-                               "  - {type: contains, criterion: answered, field: answer, expected_field: answer}\n")
-    write(p / "cases.jsonl", json.dumps(CASE) + "\n")
+    p = snippet_project(tmp_path, code, "app:Agent")
     assert cli("run", cwd=p).exit_code == 0
     r = cli("replay", "--fault", "lookup:error", "--json", "rep.json", cwd=p)
     assert r.exit_code == 0, r.output

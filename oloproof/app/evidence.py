@@ -104,7 +104,7 @@ def evaluate_run(store: EventStore, run_id: str, suite: SuiteEvaluation, keep_ca
         from oloproof.app.diff import regression_evidence
 
         evidence = regression_evidence(store, run, suite, acc.tracked_verdicts)
-    from oloproof.app.selection import selection_text
+    from oloproof.app.runs import selection_text
 
     return acc.summary(expected=run.started.case_count, complete=audit.complete, regressions=evidence,
                        partial=selection_text(run.started.selection))

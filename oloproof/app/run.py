@@ -49,7 +49,7 @@ from oloproof.app.project import (
 )
 from oloproof.app.projections import case_rows, evaluation_key, run_row
 from oloproof.app.runs import load_run, refresh_search
-from oloproof.app.selection import selection_text
+from oloproof.app.runs import selection_text
 from oloproof.config.cases import SuiteCase, SuiteInfo
 from oloproof.config.limits import trial_case_id
 from oloproof.errors import Interrupted, OloproofError, UsageError

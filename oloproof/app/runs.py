@@ -164,3 +164,20 @@ def refresh_search(store: EventStore) -> None:
         store.index_search()
     except StoreError:
         pass
+
+
+def selection_text(selection: dict[str, Any] | None) -> str | None:
+    """A partial run's choice in words (None: the whole suite)."""
+    if not selection:
+        return None
+    parts = []
+    if "case" in selection:
+        parts.append("--case " + " ".join(selection["case"]))
+    if "k" in selection:
+        parts.append(f"-k {selection['k']}")
+    if "last_failed" in selection:
+        parts.append(f"--last-failed of {selection['last_failed']}")
+    if "limit" in selection:
+        parts.append(f"--limit {selection['limit']}")
+    n = len(selection.get("ids", ()))
+    return f"{n} source case{'s' if n != 1 else ''} chosen by {', '.join(parts)}"

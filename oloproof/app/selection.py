@@ -17,6 +17,7 @@ from typing import Any
 
 from oloproof.config.locate import did_you_mean
 from oloproof.errors import UsageError
+from oloproof.app.runs import selection_text  # noqa: F401  (re-exported: a partial run's choice in words)
 from oloproof.store.base import EventStore
 
 GLOB = set("*?[")
@@ -122,20 +123,3 @@ def source_of(case_id: str) -> str:
     from oloproof.config.limits import split_trial
 
     return split_trial(case_id)[0].partition("~")[0]
-
-
-def selection_text(selection: dict[str, Any] | None) -> str | None:
-    """A partial run's choice in words (None: the whole suite)."""
-    if not selection:
-        return None
-    parts = []
-    if "case" in selection:
-        parts.append("--case " + " ".join(selection["case"]))
-    if "k" in selection:
-        parts.append(f"-k {selection['k']}")
-    if "last_failed" in selection:
-        parts.append(f"--last-failed of {selection['last_failed']}")
-    if "limit" in selection:
-        parts.append(f"--limit {selection['limit']}")
-    n = len(selection.get("ids", ()))
-    return f"{n} source case{'s' if n != 1 else ''} chosen by {', '.join(parts)}"
