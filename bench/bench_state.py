@@ -79,7 +79,7 @@ def main() -> None:
     print(f"  oloproof (canonical encode, chain)     {mb / statistics.median(ours):7.1f} MB/s   "
           f"ratio per round {statistics.median(ratios):.2f}× [{min(ratios):.2f}–{max(ratios):.2f}] (target ≤ 2×)")
 
-    from oloproof.evaluate.base import registry
+    from oloproof.evaluate.registry import registry
     from oloproof.views import CaseView
 
     recorded = {"items": {f"k{i:05d}": {"v": i, "tag": "a"} for i in range(5000)}}

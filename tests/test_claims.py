@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from oloproof.evaluate.base import registry
+from oloproof.evaluate.registry import registry
 from oloproof.evaluate.claims import (
     AMOUNT_PATTERN,
     ID_PATTERN,

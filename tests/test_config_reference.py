@@ -19,7 +19,7 @@ from oloproof.config.models import (
     SystemConfig,
     TransformConfig,
 )
-from oloproof.evaluate.base import registry
+from oloproof.evaluate.registry import registry
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 PAGE = (DOCS / "configuration.md").read_text(encoding="utf-8")

@@ -2,7 +2,7 @@
 
 import pytest
 
-from oloproof.evaluate.base import registry
+from oloproof.evaluate.registry import registry
 from tests.helpers import calls, view
 
 

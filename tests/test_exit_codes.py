@@ -570,7 +570,7 @@ INTERNALS = {  # where to force a TypeError, per command
     "view": ("oloproof.report.bundle", "build_run_bundle"),
     "export": ("oloproof.report.export", "export_lines"),
     "audit verify": ("oloproof.store.sqlite", "SQLiteStore.verify"),
-    "audit rebuild": ("oloproof.app.evidence", "rebuild_projections"),
+    "audit rebuild": ("oloproof.app.projections", "rebuild_projections"),
     "init": ("oloproof.cli.init", "copy_example"),
 }
 LINE = re.compile(r"^error: internal error \(TypeError: forced for the test\); this is a bug in Oloproof: "

@@ -279,7 +279,7 @@ def test_numbers_are_not_booleans_and_text_numbers_still_read(cli, support_proje
 def test_the_check_covers_any_model_evaluator_configs_included():
     """validate_model refuses booleans for any pydantic model's numbers — the evaluators'
     config models too (build_suite has to call it; see the report of issue 11)."""
-    from oloproof.evaluate.base import registry
+    from oloproof.evaluate.registry import registry
 
     checked = 0
     for family in registry().values():

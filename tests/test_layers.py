@@ -85,3 +85,85 @@ def test_the_architecture_page_names_every_layer():
     for layer in RANKS:
         if layer not in ("__main__", "__init__"):
             assert f"`{layer}" in page, layer
+
+
+# -- no import cycle between modules, imports inside functions included (issue 24) -----------
+
+def module_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
+    """Module -> the oloproof modules it imports (``from oloproof.x import y`` counts as
+    ``oloproof.x.y`` when that is a module, else ``oloproof.x``; a package's ``__init__`` is the
+    package)."""
+    root = package.parent
+    modules = {p.relative_to(root).with_suffix("").as_posix().replace("/", ".").removesuffix(".__init__")
+               for p in package.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for path in sorted(package.rglob("*.py")):
+        me = path.relative_to(root).with_suffix("").as_posix().replace("/", ".").removesuffix(".__init__")
+        edges = graph.setdefault(me, set())
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for node in ast.walk(tree):
+            targets: list[str] = []
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                targets = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
+                           for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            for t in targets:
+                if t in modules and t != me:
+                    edges.add(t)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_cycle_between_modules():
+    found = cycles(module_graph())
+    # a package's __init__ importing its own modules is how a package exposes them; a module of
+    # it importing the package back is then no cycle of code (the package is what it re-exports)
+    found = [c for c in found if not all(m == c[0] or m.startswith(c[0] + ".") for m in c)]
+    assert not found, "import cycles: " + "; ".join(" <-> ".join(c) for c in found)
+
+
+def test_the_cycle_check_catches_one(tmp_path):
+    pkg = tmp_path / "oloproof"
+    (pkg / "a").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a" / "__init__.py").write_text("")
+    (pkg / "a" / "one.py").write_text("def f():\n    from oloproof.a.two import g\n")
+    (pkg / "a" / "two.py").write_text("from oloproof.a import one\n")
+    assert cycles(module_graph(pkg)) == [["oloproof.a.one", "oloproof.a.two"]]

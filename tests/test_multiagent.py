@@ -3,7 +3,7 @@
 import json
 import shutil
 
-from oloproof.evaluate.base import registry
+from oloproof.evaluate.registry import registry
 from oloproof.evaluate.multiagent import handoffs, route
 from oloproof.evaluate.slices import Slice
 from oloproof.events import StepRecorded

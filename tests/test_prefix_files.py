@@ -48,7 +48,7 @@ from oloproof.config.prefixes import (
     versions_stale,
 )
 from oloproof.errors import CaseFileError, UsageError
-from oloproof.evaluate.base import registry
+from oloproof.evaluate.registry import registry
 from oloproof.evaluate.prefix import classify, matches
 from oloproof.events import (
     CaseFinished,

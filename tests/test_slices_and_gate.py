@@ -61,7 +61,7 @@ def test_bad_specs(spec):
 
 
 def test_min_slice_support_marks_rows():
-    from oloproof.evaluate.base import registry
+    from oloproof.evaluate.registry import registry
 
     cls = registry()["agent_max_steps"]
     ev = cls(cls.config_model.model_validate({"type": "agent_max_steps", "max_steps": 100}))

@@ -3,7 +3,7 @@
 import pytest
 from pydantic import ValidationError
 
-from oloproof.evaluate.base import registry
+from oloproof.evaluate.registry import registry
 from oloproof.evaluate.paths import (
     ABSENT,
     PathError,

@@ -96,7 +96,7 @@ def attribute_case(store: EventStore, project: Project, run_ref: str, case_id: s
     recoverability), store the record, return it."""
     from oloproof.app.audit import require_intact
     from oloproof.app.evidence import RunEvidence
-    from oloproof.app.run import utc_now
+    from oloproof.app.runs import utc_now
     from oloproof.app.runs import case_view, load_run, resolve_run
 
     clock = clock or utc_now
@@ -222,7 +222,7 @@ def _finishes_correctly(suite: Any, view: CaseView, replay: ReplayView) -> tuple
 def _boundary_checkpoint(view: CaseView, attribution: Attribution) -> Any:
     """A resume point at the prefix boundary of the first unacceptable step (its state read
     from the record), so that bisection probes the boundary itself; None when unknown."""
-    from oloproof.app.prefix import default_boundary, state_at
+    from oloproof.app.boundary import default_boundary, state_at
     from oloproof.events import CheckpointRecorded
     from oloproof.views import NO_STATE
 

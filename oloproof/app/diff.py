@@ -1,198 +1,29 @@
 """Candidate against baseline: two stored runs of one suite compared case by case.
 
-* :func:`resolve_ref` turns ``latest``, ``version:V``, ``pin:NAME`` or a run id into a run id;
-* :func:`pin_run` names a run (an event in the stream ``pin/<name>``, audited like any other);
-* :func:`diff_runs` judges both runs (each under the rules it ran with, from its events, after
-  its audit) and pairs their cases (:mod:`oloproof.evaluate.compare`);
-* :func:`regression_evidence` is what a ``no_regression`` gate rule judges: the flips of its
-  criterion between the run being gated and its baseline.
+:func:`diff_runs` judges both runs (each under the rules it ran with, from its events, after
+its audit) and pairs their cases (:mod:`oloproof.evaluate.compare`). Naming runs
+(``version:V``, ``pin:NAME``) lives in :mod:`oloproof.app.refs`; what a ``no_regression`` gate
+rule judges, in :mod:`oloproof.app.evidence` — both are re-exported here.
 """
 
 from __future__ import annotations
 
-import re
 import statistics
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
-from oloproof.app.runs import StoredRun, append_event, load_run, run_headers
-from oloproof.errors import CorruptLogError, UsageError
-from oloproof.evaluate.compare import Flips, Pairing, RegressionEvidence, flips, pairing
+from oloproof.app.evidence import judged_run, regression_evidence
+from oloproof.app.refs import PIN, PIN_NAME, pin_run, pinned, pins, require_ref, resolve_ref, trials_of
+from oloproof.app.runs import StoredRun, load_run
+from oloproof.errors import UsageError
+from oloproof.evaluate.compare import Flips, Pairing, flips, pairing
 from oloproof.evaluate.engine import CaseResult, SuiteEvaluation, Summary
-from oloproof.events import RunPinned, decode_stream
 from oloproof.stats.intervals import RateInterval
 from oloproof.stats.quantiles import QuantileInterval
 from oloproof.store.base import EventStore
 
-PIN = "pin/"
-PIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-
-
-# ---- naming runs ----------------------------------------------------------------------------
-
-def pin_run(store: EventStore, run_id: str, name: str, clock: Callable[[], str]) -> RunPinned:
-    """``oloproof runs --pin RUN NAME``: the latest pin of a name wins; earlier ones stay."""
-    if not PIN_NAME.fullmatch(name):
-        raise UsageError(f"pin name {name!r}: use letters, digits, '.', '_' or '-' (at most 64, "
-                         "starting with a letter or digit)")
-    load_run(store, run_id)  # the run exists
-    stream = PIN + name
-    event = RunPinned(name, run_id, clock())
-    append_event(store, stream, event)  # a pin racing another lands too
-    return event
-
-
-def pinned(store: EventStore, name: str) -> str | None:
-    stored = store.read_stream(PIN + name)
-    if not stored:
-        return None
-    last = decode_stream(PIN + name, [stored[-1].payload], stored[-1].seq)[0]
-    if not isinstance(last, RunPinned):
-        raise CorruptLogError(f"stream {PIN + name!r} #{stored[-1].seq} is not a pin")
-    return last.run_id
-
-
-def pins(store: EventStore) -> dict[str, str]:
-    """Every pin name -> the run it names now."""
-    out = {}
-    for stream in store.stream_names(PIN):
-        run_id = pinned(store, stream[len(PIN):])
-        if run_id is not None:
-            out[stream[len(PIN):]] = run_id
-    return out
-
-
-def resolve_ref(store: EventStore, ref: str, *, system: str | None = None, before: Any = None,
-                not_run: str | None = None) -> str | None:
-    """A run id for ``latest``, ``version:V`` (the latest finished run of that version),
-    ``pin:NAME`` or a run id; None when nothing matches. ``system``/``before``/``not_run``
-    narrow ``version:`` to runs of that system started before a run, and never that run."""
-    kind, sep, value = ref.partition(":")
-    if sep and kind == "pin":
-        return pinned(store, value)
-    if sep and kind == "version":
-        for started in reversed(run_headers(store)):
-            if started.system_version != value or started.run_id == not_run:
-                continue
-            if system is not None and started.system_name != system:
-                continue
-            if before is not None and (started.started_at, started.run_id) >= before:
-                continue
-            if started.selection:
-                continue  # a partial run (some of the suite's cases) is no baseline
-            if load_run(store, started.run_id).sealed is None:
-                continue  # an unfinished run is no baseline
-            return started.run_id
-        return None
-    if ref == "latest":
-        headers = run_headers(store)
-        return headers[-1].run_id if headers else None
-    return ref if store.stream_length(ref) and "/" not in ref else None
-
-
-def require_ref(store: EventStore, ref: str) -> str:
-    run_id = resolve_ref(store, ref)
-    if run_id is None:
-        kind = ref.partition(":")[0]
-        if kind == "pin":
-            known = ", ".join(sorted(pins(store))) or "none"
-            raise UsageError(f"no run is pinned as {ref[4:]!r} (pins: {known}); pin one with "
-                             "'oloproof runs --pin RUN NAME'")
-        if kind == "version":
-            raise UsageError(f"no finished run of version {ref[8:]!r} in the log (see 'oloproof runs')")
-        load_run(store, ref)  # raises the usual "no run" error with the known runs
-    return run_id  # type: ignore[return-value]
-
-
-# ---- the gate's evidence -----------------------------------------------------------------------
-
-def regression_evidence(store: EventStore, run: StoredRun, suite: SuiteEvaluation,
-                        tracked: Callable[[str], dict[str, tuple[str, str]]]) -> dict[str, RegressionEvidence | None]:
-    """For each ``no_regression`` rule of ``suite``: its criterion's flips between ``run`` and
-    its baseline (None: no baseline). ``tracked(criterion)`` gives the run's own verdicts."""
-    out: dict[str, RegressionEvidence | None] = {}
-    if suite.release is None:
-        return out
-    s = run.started
-    judged: dict[str, tuple[StoredRun, dict[str, CaseResult], SuiteEvaluation]] = {}
-    for rule in suite.release.rules:
-        if rule.no_regression is None:
-            continue
-        base_id = resolve_ref(store, rule.no_regression.baseline, system=s.system_name,
-                              before=(s.started_at, s.run_id), not_run=s.run_id)
-        if base_id is None:
-            # a version of another system is no baseline either: say so rather than "none"
-            other = resolve_ref(store, rule.no_regression.baseline, before=(s.started_at, s.run_id),
-                                not_run=s.run_id)
-            if other is not None and other != s.run_id:
-                base_id = other
-        if base_id is None or base_id == s.run_id:
-            out[rule.name] = None
-            continue
-        base_started = load_run(store, base_id).started
-        if base_started.selection:
-            out[rule.name] = RegressionEvidence(
-                base_id, Flips(), False, "it is a partial run (some of the suite's cases, chosen with "
-                "--case/-k/--limit/--last-failed): no baseline", "baseline_partial")
-            continue
-        if base_started.system_name != s.system_name:
-            out[rule.name] = RegressionEvidence(
-                base_id, Flips(), False, f"it is a run of system {base_started.system_name!r}, this run of "
-                f"{s.system_name!r}: another system's cases are other questions", "other_system")
-            continue
-        if base_id not in judged:
-            try:
-                base_run, base_suite, summary = _judged(store, base_id)
-            except CorruptLogError as e:  # a baseline that fails its audit decides nothing
-                out[rule.name] = RegressionEvidence(base_id, Flips(), False, str(e))
-                continue
-            judged[base_id] = (base_run, {c.case_id: c for c in summary.cases}, base_suite)
-        base_run, base_cases, base_suite = judged[base_id]
-        if trials_of(base_run) != trials_of(run):
-            out[rule.name] = RegressionEvidence(
-                base_id, Flips(), False, f"it ran {trials_of(base_run)} trial(s) a case, this run "
-                f"{trials_of(run)}: its cases cannot be paired trial by trial", "baseline_not_comparable")
-            continue
-        if rule.criterion not in base_suite.criteria:
-            out[rule.name] = None  # the baseline never judged this criterion
-            continue
-        i = base_suite.criteria.index(rule.criterion)
-        base = {c.case_id: (c.fingerprint, c.verdicts[i][0]) for c in base_cases.values()}
-        candidate = tracked(rule.criterion)
-        out[rule.name] = RegressionEvidence(base_id, flips(base, candidate), base_run.sealed is not None,
-                                            candidate_cases=max(len(candidate), s.case_count))
-    return out
-
-
-def trials_of(run: StoredRun) -> int:
-    """Trials a case in ``run`` (``trials: k``; 1 for runs without it)."""
-    from oloproof.app.project import stored_trials
-
-    return stored_trials(run.started.config)
-
-
-def _judged(store: EventStore, run_id: str) -> tuple[StoredRun, SuiteEvaluation, Summary]:
-    """A run judged under the rules it ran with, every case kept (its own audit first)."""
-    from oloproof.app.evidence import evaluate_run
-    from oloproof.app.project import suite_from_stored
-
-    run = load_run(store, run_id)
-    suite = suite_from_stored(run.started.config)
-    # a baseline's own no_regression rules are not judged here: only its verdicts are read
-    return run, suite, evaluate_run(store, run_id, suite, keep_cases=True, sealed_only=True, regressions=False)
-
-
-def _require_pairs(base: StoredRun, candidate: StoredRun, pair: Pairing) -> None:
-    b, c = base.started, candidate.started
-    if b.system_name != c.system_name:
-        raise UsageError(f"{b.run_id} is a run of system {b.system_name!r} and {c.run_id} of "
-                         f"{c.system_name!r}: their cases are other questions; compare two runs of one "
-                         "system, or pass --allow-unpaired to see them side by side anyway")
-    if not pair.paired:
-        changed = f", {len(pair.changed)} with the same id but another fingerprint" if pair.changed else ""
-        raise UsageError(f"no case of {c.run_id} pairs with {b.run_id} (same id and fingerprint){changed}: "
-                         "nothing can be compared case by case; pass --allow-unpaired to see them side "
-                         "by side anyway")
+__all__ = ["PIN", "PIN_NAME", "CriterionDiff", "MetricDiff", "RunDiff", "SliceDiff", "diff_runs", "judged_run",
+           "pin_run", "pinned", "pins", "regression_evidence", "require_ref", "resolve_ref", "trials_of"]
 
 
 # ---- the comparison ------------------------------------------------------------------------------
@@ -250,8 +81,8 @@ def diff_runs(store: EventStore, base_ref: str, candidate_ref: str, *, allow_unp
         raise UsageError(f"{base_id} ran {trials_of(load_run(store, base_id))} trial(s) a case and {cand_id} "
                          f"{trials_of(load_run(store, cand_id))}: their cases cannot be paired trial by trial; "
                          "compare runs with the same trials")
-    base_run, base_suite, base_summary = _judged(store, base_id)
-    cand_run, cand_suite, cand_summary = _judged(store, cand_id)
+    base_run, base_suite, base_summary = judged_run(store, base_id)
+    cand_run, cand_suite, cand_summary = judged_run(store, cand_id)
     base_cases = {c.case_id: c for c in base_summary.cases}
     cand_cases = {c.case_id: c for c in cand_summary.cases}
     pair = pairing({k: c.fingerprint for k, c in base_cases.items()}, {k: c.fingerprint for k, c in cand_cases.items()})

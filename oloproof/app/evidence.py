@@ -9,7 +9,12 @@ not stored leaves its case ``missing`` (``replay_not_run``).
 
 from __future__ import annotations
 
+from typing import Callable
+
+from oloproof.app.refs import resolve_ref, trials_of
 from oloproof.app.runs import StoredRun, find_case_view, iter_case_views, load_run
+from oloproof.errors import CorruptLogError
+from oloproof.evaluate.compare import Flips, RegressionEvidence, flips
 from oloproof.evaluate.engine import Accumulator, CaseResult, SuiteEvaluation, Summary
 from oloproof.replay.cache import ReplayCache
 from oloproof.store.base import EventStore
@@ -101,8 +106,6 @@ def evaluate_run(store: EventStore, run_id: str, suite: SuiteEvaluation, keep_ca
         acc.add(judge(view))
     evidence = {}
     if regressions and suite.regression_criteria:
-        from oloproof.app.diff import regression_evidence
-
         evidence = regression_evidence(store, run, suite, acc.tracked_verdicts)
     from oloproof.app.runs import selection_text
 
@@ -110,11 +113,84 @@ def evaluate_run(store: EventStore, run_id: str, suite: SuiteEvaluation, keep_ca
                        partial=selection_text(run.started.selection))
 
 
-def rebuild_projections(store: EventStore) -> None:
-    """Drop every projection row and derive them again from the events alone."""
-    from oloproof.app.projections import RunProjector
+# ---- the gate's evidence: a no_regression rule against its baseline ------------------------
 
-    store.rebuild_projections(RunProjector(store))
-    store.rebuild_search()
-    if hasattr(store, "projections_stale"):
-        store.projections_stale = False
+def regression_evidence(store: EventStore, run: StoredRun, suite: SuiteEvaluation,
+                        tracked: Callable[[str], dict[str, tuple[str, str]]]) -> dict[str, RegressionEvidence | None]:
+    """For each ``no_regression`` rule of ``suite``: its criterion's flips between ``run`` and
+    its baseline (None: no baseline). ``tracked(criterion)`` gives the run's own verdicts."""
+    out: dict[str, RegressionEvidence | None] = {}
+    if suite.release is None:
+        return out
+    s = run.started
+    judged: dict[str, tuple[StoredRun, dict[str, CaseResult], SuiteEvaluation]] = {}
+    for rule in suite.release.rules:
+        if rule.no_regression is None:
+            continue
+        base_id = resolve_ref(store, rule.no_regression.baseline, system=s.system_name,
+                              before=(s.started_at, s.run_id), not_run=s.run_id)
+        if base_id is None:
+            # a version of another system is no baseline either: say so rather than "none"
+            other = resolve_ref(store, rule.no_regression.baseline, before=(s.started_at, s.run_id),
+                                not_run=s.run_id)
+            if other is not None and other != s.run_id:
+                base_id = other
+        if base_id is None or base_id == s.run_id:
+            out[rule.name] = None
+            continue
+        base_started = load_run(store, base_id).started
+        if base_started.selection:
+            out[rule.name] = RegressionEvidence(
+                base_id, Flips(), False, "it is a partial run (some of the suite's cases, chosen with "
+                "--case/-k/--limit/--last-failed): no baseline", "baseline_partial")
+            continue
+        if base_started.system_name != s.system_name:
+            out[rule.name] = RegressionEvidence(
+                base_id, Flips(), False, f"it is a run of system {base_started.system_name!r}, this run of "
+                f"{s.system_name!r}: another system's cases are other questions", "other_system")
+            continue
+        if base_id not in judged:
+            try:
+                base_run, base_suite, summary = judged_run(store, base_id)
+            except CorruptLogError as e:  # a baseline that fails its audit decides nothing
+                out[rule.name] = RegressionEvidence(base_id, Flips(), False, str(e))
+                continue
+            judged[base_id] = (base_run, {c.case_id: c for c in summary.cases}, base_suite)
+        base_run, base_cases, base_suite = judged[base_id]
+        if trials_of(base_run) != trials_of(run):
+            out[rule.name] = RegressionEvidence(
+                base_id, Flips(), False, f"it ran {trials_of(base_run)} trial(s) a case, this run "
+                f"{trials_of(run)}: its cases cannot be paired trial by trial", "baseline_not_comparable")
+            continue
+        if rule.criterion not in base_suite.criteria:
+            out[rule.name] = None  # the baseline never judged this criterion
+            continue
+        i = base_suite.criteria.index(rule.criterion)
+        base = {c.case_id: (c.fingerprint, c.verdicts[i][0]) for c in base_cases.values()}
+        candidate = tracked(rule.criterion)
+        out[rule.name] = RegressionEvidence(base_id, flips(base, candidate), base_run.sealed is not None,
+                                            candidate_cases=max(len(candidate), s.case_count))
+    return out
+
+
+def judged_run(store: EventStore, run_id: str) -> tuple[StoredRun, SuiteEvaluation, Summary]:
+    """A run judged under the rules it ran with, every case kept (its own audit first)."""
+    from oloproof.app.project import suite_from_stored
+
+    run = load_run(store, run_id)
+    suite = suite_from_stored(run.started.config)
+    # a baseline's own no_regression rules are not judged here: only its verdicts are read
+    return run, suite, evaluate_run(store, run_id, suite, keep_cases=True, sealed_only=True, regressions=False)
+
+
+def _require_pairs(base: StoredRun, candidate: StoredRun, pair: Pairing) -> None:
+    b, c = base.started, candidate.started
+    if b.system_name != c.system_name:
+        raise UsageError(f"{b.run_id} is a run of system {b.system_name!r} and {c.run_id} of "
+                         f"{c.system_name!r}: their cases are other questions; compare two runs of one "
+                         "system, or pass --allow-unpaired to see them side by side anyway")
+    if not pair.paired:
+        changed = f", {len(pair.changed)} with the same id but another fingerprint" if pair.changed else ""
+        raise UsageError(f"no case of {c.run_id} pairs with {b.run_id} (same id and fingerprint){changed}: "
+                         "nothing can be compared case by case; pass --allow-unpaired to see them side "
+                         "by side anyway")

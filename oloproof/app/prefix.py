@@ -20,7 +20,9 @@ from typing import Any
 
 import msgspec
 
+from oloproof.app.boundary import default_boundary, state_at
 from oloproof.app.project import CONFIG_FILE, Project, _dump, load_project
+from oloproof.app.runs import is_prefix_run, resume_command
 from oloproof.config.locate import Locator
 from oloproof.config.models import NoRegression, PrefixConfig, ReleaseConfig, Rule, load_release_config
 from oloproof.config.prefixes import (
@@ -45,6 +47,7 @@ class PrefixProject(Project):
     """A project whose cases are its prefix cases (``prefix.cases``)."""
 
     evaluators_path = ("prefix", "evaluators")
+    is_prefix = True
 
     @property
     def cases(self) -> Any:  # type: ignore[override]
@@ -87,20 +90,6 @@ def load_prefix_project(root: Path | str = ".") -> Project:
     return PrefixProject(base.root, config, base.locator, release, stored, suite)
 
 
-def is_prefix_run(started: Any) -> bool:
-    """Whether a run (its ``run_started``) ran the project's prefix cases."""
-    evaluators = ((started.config or {}).get("oloproof") or {}).get("evaluators") or []
-    return any(isinstance(e, dict) and e.get("type") == "prefix_action" for e in evaluators)
-
-
-def resume_command(started: Any) -> str:
-    """The command that finishes an interrupted run."""
-    if (started.config or {}).get("imported"):  # an import is all or nothing: run it again
-        files = " ".join((started.config["imported"].get("files") or [])[:3])
-        return f"oloproof import otel {files}".rstrip() + " (an interrupted import is imported again, not resumed)"
-    command = "oloproof prefix run" if is_prefix_run(started) else "oloproof run"
-    return f"{command} --resume {started.run_id}"
-
 
 # ---- what the candidate did --------------------------------------------------------------
 
@@ -127,23 +116,6 @@ def prefix_outcomes(views: list[CaseView]) -> list[PrefixRow]:
 
 # ---- freezing a stored case --------------------------------------------------------------
 
-def state_at(view: CaseView, before: int) -> Any:
-    """The environment state just before step ``before``, from the record. Only tool calls
-    change the sandbox, so any checkpoint with no tool call between it and the boundary holds
-    that state (an automatic one is taken before each call: the next call's checkpoint does);
-    and when no tool call happens from the boundary on, so does the state the case left.
-    ``NO_STATE`` when the record cannot tell."""
-    t = view.trajectory
-    assert t is not None
-    calls = [s.index for s in t.steps if s.kind == "tool_call"]
-    for cp in sorted(t.checkpoints, key=lambda c: abs(c.step_index - before)):
-        low, high = sorted((cp.step_index, before))
-        if not any(low <= i < high for i in calls):
-            return cp.state
-    if not any(i >= before for i in calls) and view.state is not NO_STATE:
-        return view.state
-    return NO_STATE
-
 
 def check_boundary(view: CaseView, before: int) -> None:
     steps = view.trajectory.steps  # type: ignore[union-attr]
@@ -157,15 +129,6 @@ def check_boundary(view: CaseView, before: int) -> None:
         raise UsageError(f"--before-step {before}: step {before} is inside a tool call (between the call and its "
                          "result); put the boundary before the call")
 
-
-def default_boundary(view: CaseView, step: int) -> int:
-    """The boundary for a first unacceptable step: before it, and before the model decisions
-    that chose it (a frozen model decision would hand the candidate the old answer)."""
-    steps = view.trajectory.steps  # type: ignore[union-attr]
-    before = step
-    while before > 1 and steps[before - 2].kind == "decision":
-        before -= 1
-    return before
 
 
 def _frozen_step(s: Any) -> dict[str, Any]:

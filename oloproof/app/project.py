@@ -46,6 +46,8 @@ class Project:
     evaluators_path = ("evaluators",)
     #: a partial run's choice of cases (``RunStarted.selection``); None: the whole suite
     selection: dict[str, Any] | None = None
+    #: a project whose cases are its prefix cases (``oloproof prefix run``)
+    is_prefix = False
 
     @property
     def config_digest(self) -> str:

@@ -109,3 +109,11 @@ class RunProjector:
         evidence, key = self._runs[run_id]
         view = fold_case(events, stream)
         return case_rows(run_id, view, evidence.judge(view), evidence.suite.criteria, key)
+
+
+def rebuild_projections(store: EventStore) -> None:
+    """Drop every projection row and derive them again from the events alone."""
+    store.rebuild_projections(RunProjector(store))
+    store.rebuild_search()
+    if hasattr(store, "projections_stale"):
+        store.projections_stale = False

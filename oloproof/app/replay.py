@@ -47,7 +47,7 @@ def replay_run(store: EventStore, project_dir: str, run_id: str, fault_spec: str
                case_ids: Iterable[str] = (), escalate: Iterable[str] = (),
                allow_version_change: bool = False, executor: Executor | None = None) -> dict[str, Any]:
     """Check every input, then run (or find) the replays and judge each case."""
-    from oloproof.evaluate.base import registry
+    from oloproof.evaluate.registry import registry
 
     tool, kind = parse_fault(fault_spec)
     project = load_project(project_dir)

@@ -48,7 +48,7 @@ from oloproof.app.project import (
     uncalled_tools,
 )
 from oloproof.app.projections import case_rows, evaluation_key, run_row
-from oloproof.app.runs import load_run, refresh_search
+from oloproof.app.runs import is_prefix_run, load_run, refresh_search, resume_command, utc_now
 from oloproof.app.runs import selection_text
 from oloproof.config.cases import SuiteCase, SuiteInfo
 from oloproof.config.limits import trial_case_id
@@ -77,10 +77,6 @@ from oloproof.views import NO_REPLAYS, CaseView, Replays, fold_case, fold_replay
 Progress = Callable[[int, int], None]
 MAX_CONCURRENCY = 10_000  # slots in one process
 MAX_WORKERS = 1024  # worker processes (or LocalCluster workers)
-
-
-def utc_now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
 
 
 def new_run_id() -> str:
@@ -209,9 +205,7 @@ class _Driver:
         s: RunStarted = stored.started
         if stored.complete:
             raise UsageError(f"run {s.run_id!r} is already complete; nothing to resume")
-        from oloproof.app.prefix import PrefixProject, is_prefix_run, resume_command
-
-        if is_prefix_run(s) != isinstance(self.project, PrefixProject):
+        if is_prefix_run(s) != self.project.is_prefix:
             raise UsageError(f"run {s.run_id!r} is {'a prefix' if is_prefix_run(s) else 'an end-to-end'} run: "
                              f"finish it with '{resume_command(s)}'")
         problems = []
@@ -480,7 +474,7 @@ def run_suite(project: Project, system: LoadedSystem, store: EventStore, info: S
         driver.held.close()  # the run is sealed (or not): another process may take it up
     evidence = {}
     if project.suite.regression_criteria:
-        from oloproof.app.diff import regression_evidence
+        from oloproof.app.evidence import regression_evidence
 
         evidence = regression_evidence(store, load_run(store, driver.run_id), project.suite,
                                        driver.acc.tracked_verdicts)

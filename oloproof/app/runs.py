@@ -181,3 +181,25 @@ def selection_text(selection: dict[str, Any] | None) -> str | None:
         parts.append(f"--limit {selection['limit']}")
     n = len(selection.get("ids", ()))
     return f"{n} source case{'s' if n != 1 else ''} chosen by {', '.join(parts)}"
+
+
+def is_prefix_run(started: Any) -> bool:
+    """Whether a run (its ``run_started``) ran the project's prefix cases."""
+    evaluators = ((started.config or {}).get("oloproof") or {}).get("evaluators") or []
+    return any(isinstance(e, dict) and e.get("type") == "prefix_action" for e in evaluators)
+
+
+def resume_command(started: Any) -> str:
+    """The command that finishes an interrupted run."""
+    if (started.config or {}).get("imported"):  # an import is all or nothing: run it again
+        files = " ".join((started.config["imported"].get("files") or [])[:3])
+        return f"oloproof import otel {files}".rstrip() + " (an interrupted import is imported again, not resumed)"
+    command = "oloproof prefix run" if is_prefix_run(started) else "oloproof run"
+    return f"{command} --resume {started.run_id}"
+
+
+def utc_now() -> str:
+    """The wall clock, as the log stores times (ISO 8601, UTC)."""
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")

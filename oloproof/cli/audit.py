@@ -118,7 +118,7 @@ def rebuild(db: str | None) -> None:
     Example:
       oloproof audit rebuild
     """
-    from oloproof.app.evidence import rebuild_projections
+    from oloproof.app.projections import rebuild_projections
 
     store = open_log(db, write=True)
     try:

@@ -118,6 +118,24 @@ def _disk_failure(e: BaseException) -> bool:
         m in str(e).lower() for m in ("database or disk is full", "disk i/o error"))
 
 
+def show_plugin_warnings() -> None:
+    """A plugin that fails to load is one line, ``warning: …`` on stderr (never a traceback,
+    never a crash of a configuration that does not use it)."""
+    import warnings
+
+    from oloproof.evaluate.base import PluginWarning
+
+    previous = warnings.showwarning
+
+    def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+        if isinstance(category, type) and issubclass(category, PluginWarning):
+            click.echo(f"warning: {message}", err=True)
+        else:
+            previous(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+
+
 class OutputState:
     """What the command's standard output went through: ``closed`` once a reader closed the
     pipe (``oloproof gate latest | head -1``), ``decided`` once the command reached its own
@@ -340,7 +358,7 @@ def open_log(db: str | None, *, must_exist: bool = True, durability: str = "full
     if not write:
         return store
     if store.projections_stale:  # written by an older Oloproof: derive the tables again
-        from oloproof.app.evidence import rebuild_projections
+        from oloproof.app.projections import rebuild_projections
 
         click.echo("rebuilding the log's projection tables from its events…", err=True)
         rebuild_projections(store)

@@ -51,8 +51,9 @@ class OloproofGroup(click.Group):
             fail(bad)
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
-        from oloproof.cli.common import OutputState, PipeSafeStdout
+        from oloproof.cli.common import OutputState, PipeSafeStdout, show_plugin_warnings
 
+        show_plugin_warnings()
         real = sys.stdout
         OutputState.closed = OutputState.decided = False
         sys.stdout = PipeSafeStdout(real)  # a reader closing the pipe never decides the code

@@ -5,9 +5,9 @@ from oloproof.evaluate.base import (
            Evaluator,
            EvaluatorConfig,
            evaluator,
-           registry,
 )
 from oloproof.evaluate.engine import CaseResult, SuiteEvaluation, Summary, build_suite
+from oloproof.evaluate.registry import registry
 
 __all__ = ["REGISTRY", "CaseResult", "Evaluator", "EvaluatorConfig", "SuiteEvaluation",
            "Summary", "build_suite", "evaluator", "registry"]

@@ -113,26 +113,19 @@ def load_entry_points() -> None:
     Called only when a configuration names a type no built-in family has, so a plugin costs
     nothing to a project that does not use one. Loading the entry point's object is expected
     to register it with :func:`evaluator`."""
+    import warnings
     from importlib.metadata import entry_points
 
     for ep in entry_points(group="oloproof.evaluators"):
-        if ep.name not in REGISTRY:
+        if ep.name in REGISTRY:
+            continue
+        try:
             ep.load()
+        except Exception as e:  # noqa: BLE001 - a broken plugin is its author's: never a crash of ours
+            warnings.warn(f"evaluator plugin {ep.name!r} ({ep.value}) could not be loaded and is left out: "
+                          f"{type(e).__name__}: {e}", PluginWarning, stacklevel=2)
 
 
-def registry() -> dict[str, type[Evaluator]]:
-    # Built-in families register on import.
-    from oloproof.evaluate import (  # noqa: F401
-        claims,
-        fault,
-        metamorphic,
-        multiagent,
-        output,
-        prefix,
-        release,
-        state,
-        trajectory,
-    )
-
-    return REGISTRY
+class PluginWarning(UserWarning):
+    """A third-party plugin (an ``oloproof.evaluators`` entry point) that failed to load."""
 

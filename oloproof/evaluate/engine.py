@@ -16,7 +16,7 @@ from oloproof.config.limits import split_trial
 from oloproof.config.locate import Locator, did_you_mean, validate_model
 from oloproof.config.models import ProjectConfig, ReleaseConfig
 from oloproof.errors import ConfigError
-from oloproof.evaluate.base import Evaluator, Verdict, registry
+from oloproof.evaluate.base import Evaluator, Verdict
 from oloproof.evaluate.gate import GateResult, judge_gate
 from oloproof.evaluate.metrics import QuantileMetric
 from oloproof.evaluate.slices import Slice, SliceSpecError
@@ -492,6 +492,8 @@ class _Tally:
 def build_suite(config: ProjectConfig, locator: Locator, release: ReleaseConfig | None = None,
                 release_locator: Locator | None = None) -> SuiteEvaluation:
     """Build evaluators, metrics and slices from validated config; errors are located."""
+    from oloproof.evaluate.registry import registry
+
     families = registry()
     records = set(config.system.records)
     evaluators: list[Evaluator] = []
