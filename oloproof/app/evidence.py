@@ -181,16 +181,3 @@ def judged_run(store: EventStore, run_id: str) -> tuple[StoredRun, SuiteEvaluati
     suite = suite_from_stored(run.started.config)
     # a baseline's own no_regression rules are not judged here: only its verdicts are read
     return run, suite, evaluate_run(store, run_id, suite, keep_cases=True, sealed_only=True, regressions=False)
-
-
-def _require_pairs(base: StoredRun, candidate: StoredRun, pair: Pairing) -> None:
-    b, c = base.started, candidate.started
-    if b.system_name != c.system_name:
-        raise UsageError(f"{b.run_id} is a run of system {b.system_name!r} and {c.run_id} of "
-                         f"{c.system_name!r}: their cases are other questions; compare two runs of one "
-                         "system, or pass --allow-unpaired to see them side by side anyway")
-    if not pair.paired:
-        changed = f", {len(pair.changed)} with the same id but another fingerprint" if pair.changed else ""
-        raise UsageError(f"no case of {c.run_id} pairs with {b.run_id} (same id and fingerprint){changed}: "
-                         "nothing can be compared case by case; pass --allow-unpaired to see them side "
-                         "by side anyway")
