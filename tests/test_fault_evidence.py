@@ -306,3 +306,22 @@ def test_the_replay_of_a_denial_records_the_harness_denial(recorded):
     for v in denied:
         assert [(e.kind, e.source, e.data["allowed"]) for e in v.evidence if e.kind == "access"] == \
             [("access", "harness", False)]
+
+
+def test_an_effect_of_the_agents_own_code_before_the_checkpoint_is_counted_once(cli, tmp_path):
+    """The tape replay runs the agent again from the start: an effect its own code recorded
+    before the faulted call (outside any tool) is the recording's, not a second attempt."""
+    app = APP.replace('''        policy = case.input["policy"]
+''', '''        policy = case.input["policy"]
+        current_case().effect("notify", idempotency_key=case.id + "-n", applied=True)
+''')
+    p = project(tmp_path, [{"id": "h", "input": {"policy": "handles"}, "initial_state": START,
+                            "expected": {"state": {"charged": 10}}}])
+    write(p / "app.py", app)
+    assert cli("run", "--db", str(p / "log.db"), cwd=p).exit_code in (0, 1)
+    for kind, verdict in (("error", "pass"), ("timeout", "pass")):
+        r = cli("replay", "--fault", f"charge:{kind}", "--escalate", "escalate", "--db", str(p / "log.db"),
+                "--json", "rep.json", cwd=p)
+        assert r.exit_code == 0, r.output
+        case = json.loads((p / "rep.json").read_text())["cases"][0]
+        assert case["verdict"] == verdict and case["effects"]["notify"]["effect_count"] == 1, case

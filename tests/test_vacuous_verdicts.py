@@ -87,7 +87,7 @@ def test_min_paired_is_configurable(cli, project):
     cand = run(cli, project, "v2")  # the same agent: 40 pairs, but 41 asked for
     got = rule(cand, "no-worse")
     assert (got["status"], got["reason"]) == ("INSUFFICIENT_EVIDENCE", "too_few_pairs"), got
-    assert got["detail"].startswith("40 of 40 cases paired"), got
+    assert got["detail"].startswith("40 of 40 cases paired with "), got
 
 
 def test_a_baseline_of_another_system_decides_nothing(cli, project):
@@ -142,3 +142,19 @@ def test_diff_refuses_runs_of_two_systems(cli, project):
     assert r.exit_code == 2, r.output
     assert "'support-agent'" in r.output and "'billing-agent'" in r.output
     assert cli("diff", base["run_id"], cand["run_id"], "--allow-unpaired", cwd=project).exit_code == 0
+
+
+def test_pairs_never_observed_on_one_side_are_no_evidence(cli, project):
+    """A baseline that failed everything and a candidate that crashes everywhere pair every
+    case, yet observe none on both sides: never a PASS (nor the other way round)."""
+    add_rules(project, NO_WORSE, NOT_WORSE_P)
+    break_agent(project)
+    run(cli, project, "v1")
+    set_version(project, "v2")
+    app = project / "app.py"
+    app.write_text(app.read_text().replace('return {"answer": "wrong"}', 'raise RuntimeError("boom")'))
+    cand = run(cli, project, "v2")
+    for name in ("no-worse", "not-worse-p"):
+        got = rule(cand, name)
+        assert (got["status"], got["reason"]) == ("INSUFFICIENT_EVIDENCE", "too_few_pairs"), got
+        assert "40 more paired but missing in one" in got["detail"], got

@@ -36,6 +36,8 @@ class Flips:
     from_missing: list[str] = field(default_factory=list)  # missing/excluded -> pass/fail
     lost: list[str] = field(default_factory=list)  # the to_missing cases that passed in the base
     paired: int = 0
+    #: the paired cases observed (pass or fail) on both sides: what a regression can be seen on
+    observed_pairs: int = 0
 
     @property
     def p_value(self) -> float:
@@ -73,7 +75,7 @@ def pairing(base: Mapping[str, str], candidate: Mapping[str, str]) -> Pairing:
 def flips(base: Verdicts, candidate: Verdicts) -> Flips:
     """The moves of one criterion between two runs (see the module docstring)."""
     out = Flips()
-    paired = 0
+    paired = observed = 0
     for case_id, (fingerprint, before) in base.items():
         now = candidate.get(case_id)
         if now is None:  # not recorded by the candidate: missing there
@@ -83,6 +85,7 @@ def flips(base: Verdicts, candidate: Verdicts) -> Flips:
         else:
             after = now[1]
             paired += 1
+            observed += before in OBSERVED and after in OBSERVED
         if before == "pass" and after == "fail":
             out.regressions.append(case_id)
         elif before == "fail" and after == "pass":
@@ -93,7 +96,7 @@ def flips(base: Verdicts, candidate: Verdicts) -> Flips:
                 out.lost.append(case_id)
         elif before not in OBSERVED and after in OBSERVED:
             out.from_missing.append(case_id)
-    return Flips(out.regressions, out.fixes, out.to_missing, out.from_missing, out.lost, paired)
+    return Flips(out.regressions, out.fixes, out.to_missing, out.from_missing, out.lost, paired, observed)
 
 
 @dataclass(frozen=True)

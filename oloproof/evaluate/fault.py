@@ -53,10 +53,18 @@ class FaultRecoveryConfig(EvaluatorConfig):
 
 
 def replay_ledger(case: CaseView, replay: ReplayView, plan: Any) -> list[EffectRecorded]:
-    """The effect ledger of a replay's world: the recording's attempts before the checkpoint
-    (the replay starts from that state and does not make them again), then the replay's own."""
+    """The effect ledger of a replay's world: the recording's attempts before the checkpoint,
+    then the replay's own from the checkpoint on.
+
+    A built-in (tape) replay runs the agent again from the start, answering the tools before
+    the checkpoint from the tape: what the agent's own code recorded before it is recorded
+    again (and is the recording's, counted once), what those tools did is not. A hand-written
+    ``Replayable`` resumes at the checkpoint: all it records is after it."""
     before = plan.checkpoint.step_index
-    return [e for e in case.effects if e.step_index < before] + list(replay.effects)
+    mine = [e for e in case.effects if e.step_index < before]
+    if replay.started.method == "tape":
+        return mine + [e for e in replay.effects if e.step_index >= before]
+    return mine + list(replay.effects)
 
 
 def state_satisfies(expected: object, state: object) -> bool:

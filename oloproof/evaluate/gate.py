@@ -188,10 +188,15 @@ def _no_regression(rule: Rule, context: GateContext, result: Any) -> RuleResult:
                       f"baseline {evidence.baseline_run}: {evidence.problem}")
     f = evidence.flips
     need = min_paired(nr.min_paired, evidence.candidate_cases)
-    if f.paired < need:
+    if f.observed_pairs < need:
+        # a pair counts when both runs observed it (pass or fail): 0 regressions among cases
+        # missing on either side is no evidence either
+        unobserved = f.paired - f.observed_pairs
         return result("INSUFFICIENT_EVIDENCE", "too_few_pairs",
-                      f"{f.paired} of {evidence.candidate_cases} cases paired with {evidence.baseline_run} "
-                      f"(same id and fingerprint) < {need} needed: the other cases are other questions")
+                      f"{f.observed_pairs} of {evidence.candidate_cases} cases paired with {evidence.baseline_run} "
+                      f"and observed in both (same id and fingerprint)"
+                      + (f", {unobserved} more paired but missing in one" if unobserved else "")
+                      + f" < {need} needed")
     against = len(f.regressions) + len(f.lost)
     said = f"{against} {'regression' if against == 1 else 'regressions'}"
     if f.lost:
