@@ -605,10 +605,16 @@ def check_tool_names(project: Project, info: SuiteInfo | None, system: LoadedSys
         for n in named:
             first.setdefault(n.tool, n)
         return list(first.values())
+    functions = _tool_functions(system.factory)
     for n in named:
         if n.tool not in known:
             raise n.error(f"{n.where}: {n.label}: the system has no tool {quoted(n.tool)}"
                           f"{did_you_mean(n.tool, known)} (its tools: {', '.join(sorted(known))})")
+        faulted = n.short.endswith("fault.tool") or n.short == "fault_recovery.tool"
+        kind = (getattr(functions.get(n.tool), "__oloproof_tool__", None) or {}).get("kind")
+        if faulted and kind == "model":  # it would never be applied: a fault that says nothing
+            raise n.error(f"{n.where}: {n.label}: {quoted(n.tool)} is a model call (@tool(kind=\"model\")), "
+                          "and model calls are never faulted; fault one of its tools")
     return []
 
 

@@ -20,9 +20,19 @@ JSON_HELP = "Without FILE (or with '-'): standard output, and the tables go to s
 
 
 def json_option(help: str) -> Callable:
-    """``--json [FILE]``, the same on every command: FILE, or standard output without it."""
+    """``--json [FILE]``, the same on every command: FILE, or standard output without it. A
+    FILE with neither a suffix nor a folder in it is refused: it is most often the command's
+    own argument taken as the file (``show --json case_007``)."""
+
+    def check(ctx: Any, param: Any, value: str | None) -> str | None:
+        if value is not None and value != "-" and "." not in value and "/" not in value:
+            raise click.BadParameter(f"{value!r} names no file (no suffix): to print JSON, put --json after "
+                                     f"the arguments ('... {value} --json'); to write a file, name it "
+                                     f"'{value}.json'", param_hint="'--json'")
+        return value
+
     return click.option("--json", "json_path", metavar="[FILE]", is_flag=False, flag_value="-", default=None,
-                        help=f"{help} {JSON_HELP}")
+                        callback=check, help=f"{help} {JSON_HELP}")
 
 
 def find_log(start: Path | None = None) -> Path | None:
@@ -426,9 +436,24 @@ def check_output_path(path: str, option: str = "--json") -> None:
     if not path or target.is_dir():
         raise UsageError(f"{option} {path}: is a folder; name a file")
     _refuse_log(path, option)
+    _refuse_inputs(path, option, target)
     _check_parent(path, option, target)
     if target.exists() and not os.access(target, os.W_OK):
         raise UsageError(f"{option} {path}: file is not writable")
+
+
+#: files an output never replaces: a project's code and configuration (a results file named
+#: app.py or oloproof.yaml is a slip of the keyboard, and the project would be lost)
+NEVER_REPLACED = (".py", ".pyw", ".yaml", ".yml", ".toml", ".cfg", ".ini")
+
+
+def _refuse_inputs(path: str, option: str, target: Path) -> None:
+    suffix = target.suffix.lower()
+    protected = suffix in NEVER_REPLACED or (suffix == ".jsonl" and option == "--json")  # a case file
+    if protected and (target.exists() or suffix in (".py", ".pyw")):
+        raise UsageError(f"{option} {printable_path(path)}: refusing to write results over a "
+                         f"{'Python' if suffix.startswith('.py') else suffix[1:].upper()} file "
+                         "(a project's code, configuration or cases); name a .json file")
 
 
 def _refuse_log(path: str, option: str) -> None:

@@ -9,6 +9,7 @@ error (one line naming a file with the traceback; ``--debug`` prints it), 130 in
 from __future__ import annotations
 
 import errno
+import os
 import sys
 from typing import Any
 
@@ -56,6 +57,9 @@ class OloproofGroup(click.Group):
         show_plugin_warnings()
         real = sys.stdout
         OutputState.closed = OutputState.decided = False
+        if real is None:  # started with its standard output closed (`oloproof gate >&-`)
+            real = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
+            OutputState.closed = True
         sys.stdout = PipeSafeStdout(real)  # a reader closing the pipe never decides the code
         try:
             self._standalone(args, prog_name, complete_var, **extra)
@@ -121,6 +125,9 @@ def main() -> None:  # console-script entry point
     cannot change the code a CI job reads (a blocked gate stays 1)."""
     import os
 
+    _fill_standard_descriptors()
+    if sys.stderr is None:  # nowhere to say an error: say it to nothing, rather than crash
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115
     try:
         cli(prog_name="oloproof")
         code = 0
@@ -136,3 +143,16 @@ def main() -> None:  # console-script entry point
             if stream is sys.stdout and code == 0:
                 code = EXIT_INPUT  # the output did not reach its destination
     os._exit(code)
+
+
+def _fill_standard_descriptors() -> None:
+    """Standard input, output and error closed at start (``oloproof run >&-``): each is opened
+    on /dev/null, so that the log — or any file Oloproof opens — can never land on
+    descriptor 1 or 2, where a print would write into it."""
+    import os
+
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            os.open(os.devnull, os.O_RDWR)  # the lowest free descriptor: this one

@@ -119,8 +119,12 @@ class OloproofItem(pytest.Item):
                        f"'oloproof show {outcome.run_id} {shlex.quote(self.case_id)}{self.suite.where}'")
             raised = self.suite.raised.get(self.case_id)
             if raised is not None:  # where the system raised, as pytest shows a test's own error
-                error, tb = raised
-                message += f"\nerror: {error}" + (f"\n{tb.rstrip()}" if tb else "")
+                from oloproof.report.terminal import printable
+
+                error, tb = raised  # recorded text: escapes and \r shown, never obeyed
+                message += "\nerror: " + printable(error).replace("\n", "\\n")
+                if tb:
+                    message += "\n" + "\n".join("  " + printable(line) for line in tb.rstrip().split("\n"))
             raise CaseFailure(message)
 
     def repr_failure(self, excinfo: Any, style: Any = None) -> Any:

@@ -26,7 +26,8 @@ A run that is not sealed (crashed, killed, still running) never passes: its unre
 count as missing, and every rule that did not FAIL ends ``INSUFFICIENT_EVIDENCE``
 (``run_incomplete``) — more cases could still fail it.
 
-The gate passes only when every rule passes; any FAIL makes it FAIL, otherwise any
+A release with no rules decides nothing: its gate is ``INSUFFICIENT_EVIDENCE``, never a
+vacuous PASS. The gate passes only when every rule passes; any FAIL makes it FAIL, otherwise any
 INSUFFICIENT_EVIDENCE makes it INSUFFICIENT_EVIDENCE. Each rule's ``detail`` states the numbers
 behind its status ("3 failures > 0 allowed", "lower bound 7.6 % < 90 %").
 """
@@ -230,7 +231,9 @@ def judge_gate(release: ReleaseConfig, criteria: dict[str, RateInterval],
     context = replace(context or GateContext(), allow_approximate_methods=release.allow_approximate_methods)
     results = [judge_rule(rule, criteria[rule.criterion], context) for rule in release.rules]
     statuses = {r.status for r in results}
-    if "FAIL" in statuses:
+    if not results:  # a release with no rules decided nothing: never a vacuous PASS
+        decision = "INSUFFICIENT_EVIDENCE"
+    elif "FAIL" in statuses:
         decision = "FAIL"
     elif "INSUFFICIENT_EVIDENCE" in statuses:
         decision = "INSUFFICIENT_EVIDENCE"

@@ -88,8 +88,29 @@ def encode_checked(data: dict[str, Any], kind: str) -> dict[str, Any]:
     return data
 
 
+#: an exception's message longer than this is kept by its head and tail (a 5 MB message would
+#: be stored, printed and indexed whole)
+MAX_MESSAGE = 10_000
+
+
+def exception_text(exc: BaseException) -> str:
+    """``str(exc)``, never raising (an exception whose ``__str__`` raises is still recorded),
+    at most :data:`MAX_MESSAGE` characters."""
+    try:
+        text = str(exc)
+    except Exception as e:  # noqa: BLE001 - the message of a broken exception is not ours to lose
+        try:
+            text = f"<str() of the exception raised {type(e).__name__}>"
+        except Exception:  # noqa: BLE001
+            text = "<str() of the exception raised>"
+    if len(text) > MAX_MESSAGE:
+        half = MAX_MESSAGE // 2
+        text = f"{text[:half]} … ({len(text) - 2 * half:,} characters left out) … {text[-half:]}"
+    return text
+
+
 def _error_result(exc: BaseException) -> dict[str, Any]:
-    return {"error": {"type": type(exc).__name__, "message": str(exc)}}
+    return {"error": {"type": type(exc).__name__, "message": exception_text(exc)}}
 
 
 class Branch:

@@ -46,7 +46,7 @@ from oloproof.events import (
     encode,
     tag_of,
 )
-from oloproof.recorder.case import CaseRecorder, install_task_factory
+from oloproof.recorder.case import CaseRecorder, exception_text, install_task_factory
 from oloproof.recorder.jobs import JobKind
 from oloproof.recorder.prefix import BoundaryReached, PrefixRecorder, snapshot_of, stale_reason
 from oloproof.records import Case, UnfitValue, encode_recorded
@@ -128,7 +128,7 @@ def _classify(exc: BaseException, timeout: float | None, timed_out: bool = False
         return f"the case overran its timeout of {timeout:g} s", "case_timeout"
     if isinstance(exc, RecordError):
         return str(exc), "invalid_record"
-    return _text(f"{type(exc).__name__}: {exc}"), "system_error"
+    return _text(f"{type(exc).__name__}: {exception_text(exc)}"), "system_error"
 
 
 #: a traceback longer than this keeps its head and its tail (the frames nearest the raise)

@@ -296,6 +296,9 @@ def exit_line(gate: Any) -> str:
     :class:`~oloproof.evaluate.gate.GateResult`, or ``None`` when there are no release rules)."""
     if gate is None:
         return "exit 0: nothing to gate (no release rules)"
+    if not gate.rules:
+        return (f"exit {gate.exit_code}: the gate is blocked (INSUFFICIENT_EVIDENCE: the release has no rules, "
+                "so nothing was decided; add rules to release.yaml, or remove release: to run without a gate)")
     if gate.decision == "PASS":
         return f"exit {gate.exit_code}: the gate passed (every rule passed)"
     if gate.decision == "FAIL":
