@@ -168,8 +168,11 @@ def regression_evidence(store: EventStore, run: StoredRun, suite: SuiteEvaluatio
         i = base_suite.criteria.index(rule.criterion)
         base = {c.case_id: (c.fingerprint, c.verdicts[i][0]) for c in base_cases.values()}
         candidate = tracked(rule.criterion)
+        # the cases the criterion asks about: excluded ones (the question does not apply) are
+        # no part of it; cases the run has not recorded (yet) are
+        applicable = sum(1 for _, verdict in candidate.values() if verdict != "excluded")
         out[rule.name] = RegressionEvidence(base_id, flips(base, candidate), base_run.sealed is not None,
-                                            candidate_cases=max(len(candidate), s.case_count))
+                                            candidate_cases=applicable + max(0, s.case_count - len(candidate)))
     return out
 
 

@@ -25,7 +25,8 @@ def json_option(help: str) -> Callable:
     own argument taken as the file (``show --json case_007``)."""
 
     def check(ctx: Any, param: Any, value: str | None) -> str | None:
-        if value is not None and value != "-" and "." not in value and "/" not in value:
+        if value is not None and value != "-" and "." not in value and "/" not in value and \
+                not Path(value).exists():  # an existing one is judged by check_output_path
             raise click.BadParameter(f"{value!r} names no file (no suffix): to print JSON, put --json after "
                                      f"the arguments ('... {value} --json'); to write a file, name it "
                                      f"'{value}.json'", param_hint="'--json'")

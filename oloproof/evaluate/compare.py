@@ -110,5 +110,6 @@ class RegressionEvidence:
     #: trials): the rule cannot be decided, for ``reason``
     problem: str | None = None
     reason: str = "baseline_fails_audit"
-    #: the cases of the run being gated: ``min_paired`` defaults to half of them, rounded up
+    #: the cases of the run being gated the criterion applies to (not excluded):
+    #: ``min_paired`` defaults to half of them, rounded up
     candidate_cases: int = 0
