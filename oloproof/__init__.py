@@ -17,6 +17,24 @@ from oloproof.system import Replayable, Resumable, Stateful, current_case, syste
 
 __version__ = "0.1.0"
 
+
+def open_store(url: str, **options: object) -> object:
+    """Open the event log ``url`` names: ``sqlite:///path`` or a path, or ``memory:``
+    (:func:`oloproof.store.open_store`). Imported on use: ``import oloproof`` stays light."""
+    from oloproof.store import open_store as open_
+
+    return open_(url, **options)
+
+
+def evaluator(type_name: str, *, config: object = None) -> object:
+    """Register an evaluator family under its YAML ``type`` — a class deriving from
+    ``oloproof.evaluate.base.Evaluator`` — with ``config`` its pydantic model (an
+    ``EvaluatorConfig``). Third-party packages register through the ``oloproof.evaluators``
+    entry-point group (docs/configuration.md, "Evaluator plugins")."""
+    from oloproof.evaluate.base import evaluator as register
+
+    return register(type_name, config=config)
+
 __all__ = [
     "AgentCheckpoint",
     "AgentConstraintCheck",
@@ -29,6 +47,8 @@ __all__ = [
     "Resumable",
     "Stateful",
     "current_case",
+    "evaluator",
+    "open_store",
     "system",
     "tool",
 ]

@@ -13,17 +13,16 @@ import pytest
 from tests.conftest import write
 
 PLUGIN = '''\
-from oloproof.evaluate.base import PASS, Evaluator, EvaluatorConfig, evaluator, fail
+import oloproof
+from oloproof.evaluate.base import PASS, Evaluator, EvaluatorConfig, fail
 
 
 class Config(EvaluatorConfig):
     word: str
 
 
-@evaluator("says_word")
+@oloproof.evaluator("says_word", config=Config)  # the public registration
 class SaysWord(Evaluator):
-    config_model = Config
-
     def default_criterion(self):
         return "says_word"
 

@@ -8,98 +8,45 @@ from hypothesis import strategies as st
 
 from oloproof.errors import CorruptLogError, DuplicateEventError
 from oloproof.events import CaseFinished, StepRecorded, decode, encode, tag_of
-from oloproof.store import MemoryStore, SQLiteStore, StreamAppend
+from pathlib import Path
+
+from oloproof.store import MemoryStore, SQLiteStore, StreamAppend, open_store
+from oloproof.testing import StoreContract, batch
 
 
-@pytest.fixture(params=["memory", "sqlite"])
-def store(request, tmp_path):
-    s = MemoryStore() if request.param == "memory" else SQLiteStore(tmp_path / "log.db")
-    yield s
-    s.close()
+class TestMemoryStore(StoreContract):
+    def make_store(self, tmp_path):
+        return MemoryStore()
+
+    def reopen(self, store, *, readonly=False):
+        return store  # one object: every handle is the same log
 
 
-def batch(stream, start, n):
-    events = [StepRecorded(start + i + 1, "message", arguments={"text": f"m{i}"}) for i in range(n)]
-    return StreamAppend(stream, start, [encode(e) for e in events], [tag_of(e) for e in events])
+class TestSQLiteStore(StoreContract):
+    def make_store(self, tmp_path):
+        return open_store(tmp_path / "log.db")
+
+    def reopen(self, store, *, readonly=False):
+        return SQLiteStore(store.path, readonly=readonly)
 
 
-class TestContract:
-    def test_append_and_read(self, store):
-        store.commit([batch("r1/a", 0, 3), batch("r1/b", 0, 2)])
-        assert [e.seq for e in store.read_stream("r1/a")] == [0, 1, 2]
-        assert store.stream_length("r1/b") == 2
-        assert [(e.stream, e.seq) for e in store.read_prefix("r1/")] == [
-            ("r1/a", 0), ("r1/a", 1), ("r1/a", 2), ("r1/b", 0), ("r1/b", 1)]
-        assert decode(store.read_stream("r1/a")[1].payload).arguments == {"text": "m1"}
+def test_open_store_reads_urls(tmp_path, monkeypatch):
+    from oloproof.errors import UsageError
 
-    def test_continuing_a_stream_extends_its_chain(self, store):
-        store.commit([batch("run", 0, 1)])
-        store.commit([batch("run", 1, 2)])
-        assert store.verify().ok
-        assert store.stream_length("run") == 3
-
-    def test_duplicate_rolls_back_the_whole_batch(self, store):
-        store.commit([batch("r/a", 0, 1)])
-        with pytest.raises(DuplicateEventError):
-            store.commit([batch("r/new", 0, 2), batch("r/a", 0, 1)],
-                         {"runs": [("x", "s", "v", "t", 1, "incomplete", None, "k")]})
-        assert store.stream_length("r/new") == 0
-        assert store.projection("runs") == []
-
-    def test_gap_is_refused(self, store):
-        store.commit([batch("r/a", 0, 1)])
-        with pytest.raises(DuplicateEventError):
-            store.commit([batch("r/a", 5, 1)])
-
-    def test_projection_upsert_and_filter(self, store):
-        store.commit([], {"runs": [("r1", "s", "v", "t1", 2, "incomplete", None, "k")]})
-        store.commit([], {"runs": [("r1", "s", "v", "t1", 2, "complete", "t2", "k")],
-                          "cases": [("r1", "a", 0, "f", "ok", 2, None),
-                                    ("r1", "b", 1, "f", "error", None, "boom")]})
-        assert store.projection("runs")[0]["status"] == "complete"
-        assert [r["case_id"] for r in store.projection("cases", status="error")] == ["b"]
-        assert store.count("cases", run_id="r1") == 2
-
-    def test_a_transaction_keeps_every_commit_or_none(self, store):
-        store.commit([batch("r/a", 0, 1)])
-        with pytest.raises(RuntimeError):
-            with store.transaction():
-                store.commit([batch("r/b", 0, 2)], {"runs": [("r", "s", "v", "t", 1, "incomplete", None, "k")]})
-                store.commit([batch("r/a", 1, 1)])
-                assert store.stream_length("r/b") == 2 and store.heads("r/")["r/a"][0] == 2  # seen inside
-                raise RuntimeError("killed")
-        assert store.stream_length("r/b") == 0 and store.stream_length("r/a") == 1 and store.projection("runs") == []
-        with store.transaction():
-            store.commit([batch("r/b", 0, 2)])
-            store.commit([batch("r/b", 2, 1)], {"runs": [("r", "s", "v", "t", 1, "complete", None, "k")]})
-        assert store.stream_length("r/b") == 3 and store.projection("runs")[0]["status"] == "complete"
-        assert store.verify().ok
-
-    def test_a_duplicate_inside_a_transaction_rolls_all_of_it_back(self, store):
-        store.commit([batch("r/a", 0, 1)])
-        with pytest.raises(DuplicateEventError):
-            with store.transaction():
-                store.commit([batch("r/b", 0, 1)])
-                store.commit([batch("r/a", 0, 1)])
-        assert store.stream_length("r/b") == 0 and store.verify().ok
-
-    def test_verify_ok_on_a_fresh_log(self, store):
-        store.commit([batch("r/a", 0, 5), batch("r/b", 0, 1)])
-        report = store.verify()
-        assert report.ok and report.streams == 2 and report.events == 6
-
-    def test_rebuild_projections_calls_projector_in_order(self, store):
-        store.commit([batch("r", 0, 1), batch("r/a", 0, 2), batch("r/b", 0, 1)])
-        seen = []
-
-        def projector(stream, events):
-            seen.append((stream, len(events)))
-            return {"cases": [("r", stream, len(seen), "f", "ok", len(events), None)]} if "/" in stream else {}
-
-        store.commit([], {"cases": [("stale", "x", 0, "f", "ok", 0, None)]})
-        store.rebuild_projections(projector)
-        assert seen == [("r", 1), ("r/a", 2), ("r/b", 1)]
-        assert [r["case_id"] for r in store.projection("cases")] == ["r/a", "r/b"]
+    monkeypatch.chdir(tmp_path)
+    assert isinstance(open_store("memory:"), MemoryStore)
+    for url, path in (("sqlite:///rel.db", tmp_path / "rel.db"), (f"sqlite:///{tmp_path}/abs.db", tmp_path / "abs.db"),
+                      (str(tmp_path / "bare.db"), tmp_path / "bare.db")):
+        s = open_store(url)
+        assert isinstance(s, SQLiteStore) and Path(s.path).resolve() == path.resolve(), url
+        s.close()
+    for url, needle in (("postgresql://x/y", "not in this release"), ("ftp://x", "unknown log URL scheme"),
+                        ("sqlite:rel.db", None)):
+        if needle is None:
+            open_store(url).close()  # no "://": a bare path (a file named sqlite:rel.db)
+            continue
+        with pytest.raises(UsageError, match=needle):
+            open_store(url)
 
 
 def test_sqlite_detects_a_tampered_event(tmp_path):

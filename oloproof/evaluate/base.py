@@ -7,7 +7,7 @@ always with a reason code.
 
 from __future__ import annotations
 
-from typing import Callable, ClassVar
+from typing import Any, Callable, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -96,10 +96,13 @@ class Evaluator:
 REGISTRY: dict[str, type[Evaluator]] = {}
 
 
-def evaluator(type_name: str) -> Callable[[type[Evaluator]], type[Evaluator]]:
-    """Register an evaluator family under its YAML ``type``."""
+def evaluator(type_name: str, *, config: Any = None) -> Callable[[type[Evaluator]], type[Evaluator]]:
+    """Register an evaluator family under its YAML ``type`` (``config``: its pydantic config
+    model, instead of the class's ``config_model``)."""
 
     def register(cls: type[Evaluator]) -> type[Evaluator]:
+        if config is not None:
+            cls.config_model = config
         REGISTRY[type_name] = cls
         cls.type_name = type_name  # type: ignore[attr-defined]
         return cls

@@ -1,0 +1,180 @@
+"""What other backends and plugins test themselves with (SPEC §18.3).
+
+:class:`StoreContract` is the definition of an event-log backend: a test class whose tests
+every backend passes unchanged. A backend's test module subclasses it and says how to open
+its store::
+
+    from oloproof.testing import StoreContract
+
+    class TestMyBackend(StoreContract):
+        def make_store(self, tmp_path):
+            return MyStore(...)
+
+        def reopen(self, store, *, readonly=False):  # another handle on the same log
+            return MyStore(...)
+
+It covers appends and reads, gaps and duplicates refused with the whole batch rolled back,
+per-stream hash chains and their verification, transactions kept whole or not at all,
+projection rows, rebuilding projections in log order, concurrent writers on one log, and a
+read-only reader beside a writer. Needs pytest (the ``test`` extra).
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from oloproof.errors import DuplicateEventError, OloproofError
+from oloproof.events import StepRecorded, decode, encode, tag_of
+from oloproof.store.base import EventStore, StreamAppend
+
+
+def batch(stream: str, start: int, n: int) -> StreamAppend:
+    """``n`` message steps appended to ``stream`` at sequence ``start``."""
+    events = [StepRecorded(start + i + 1, "message", arguments={"text": f"m{i}"}) for i in range(n)]
+    return StreamAppend(stream, start, [encode(e) for e in events], [tag_of(e) for e in events])
+
+
+RUN_ROW = ("r", "s", "v", "t", 1, "incomplete", None, "k")
+
+
+class StoreContract:
+    """The backend contract. Subclasses implement :meth:`make_store` and :meth:`reopen`."""
+
+    def make_store(self, tmp_path: Path) -> EventStore:
+        raise NotImplementedError
+
+    def reopen(self, store: EventStore, *, readonly: bool = False) -> EventStore:
+        """Another handle on ``store``'s log (another connection; a process would open the
+        same). A backend that lives in one object returns it."""
+        raise NotImplementedError
+
+    @pytest.fixture
+    def store(self, tmp_path: Path) -> Any:
+        s = self.make_store(tmp_path)
+        yield s
+        s.close()
+
+    # ---- appends and reads -----------------------------------------------------------------
+
+    def test_append_and_read(self, store: EventStore) -> None:
+        store.commit([batch("r1/a", 0, 3), batch("r1/b", 0, 2)])
+        assert [e.seq for e in store.read_stream("r1/a")] == [0, 1, 2]
+        assert store.stream_length("r1/b") == 2
+        assert [(e.stream, e.seq) for e in store.read_prefix("r1/")] == [
+            ("r1/a", 0), ("r1/a", 1), ("r1/a", 2), ("r1/b", 0), ("r1/b", 1)]
+        assert decode(store.read_stream("r1/a")[1].payload).arguments == {"text": "m1"}  # type: ignore[attr-defined]
+        assert store.stream_names("r1/") == ["r1/a", "r1/b"]
+        assert store.first_event("r1/b") is not None and store.first_event("nope") is None
+
+    def test_continuing_a_stream_extends_its_chain(self, store: EventStore) -> None:
+        store.commit([batch("run", 0, 1)])
+        store.commit([batch("run", 1, 2)])
+        assert store.verify().ok
+        assert store.stream_length("run") == 3
+        assert store.head("run") == (3, store.read_stream("run")[-1].digest)
+
+    def test_a_duplicate_rolls_back_the_whole_batch(self, store: EventStore) -> None:
+        store.commit([batch("r/a", 0, 1)])
+        with pytest.raises(DuplicateEventError):
+            store.commit([batch("r/new", 0, 2), batch("r/a", 0, 1)], {"runs": [RUN_ROW]})
+        assert store.stream_length("r/new") == 0
+        assert store.projection("runs") == []
+
+    def test_a_gap_is_refused(self, store: EventStore) -> None:
+        store.commit([batch("r/a", 0, 1)])
+        with pytest.raises(DuplicateEventError):
+            store.commit([batch("r/a", 5, 1)])
+
+    def test_backend_errors_are_oloproof_errors(self, store: EventStore) -> None:
+        store.commit([batch("r/a", 0, 1)])
+        with pytest.raises(OloproofError):  # translated once, at the boundary
+            store.commit([batch("r/a", 0, 1)])
+
+    # ---- transactions and projections ----------------------------------------------------
+
+    def test_a_transaction_keeps_every_commit_or_none(self, store: EventStore) -> None:
+        store.commit([batch("r/a", 0, 1)])
+        with pytest.raises(RuntimeError):
+            with store.transaction():
+                store.commit([batch("r/b", 0, 2)], {"runs": [RUN_ROW]})
+                store.commit([batch("r/a", 1, 1)])
+                assert store.stream_length("r/b") == 2 and store.heads("r/")["r/a"][0] == 2  # seen inside
+                raise RuntimeError("killed")
+        assert store.stream_length("r/b") == 0 and store.stream_length("r/a") == 1
+        assert store.projection("runs") == []
+        with store.transaction():
+            store.commit([batch("r/b", 0, 2)])
+            store.commit([batch("r/b", 2, 1)], {"runs": [RUN_ROW[:5] + ("complete",) + RUN_ROW[6:]]})
+        assert store.stream_length("r/b") == 3 and store.projection("runs")[0]["status"] == "complete"
+        assert store.verify().ok
+
+    def test_projection_upsert_and_filter(self, store: EventStore) -> None:
+        store.commit([], {"runs": [("r1", "s", "v", "t1", 2, "incomplete", None, "k")]})
+        store.commit([], {"runs": [("r1", "s", "v", "t1", 2, "complete", "t2", "k")],
+                          "cases": [("r1", "a", 0, "f", "ok", 2, None), ("r1", "b", 1, "f", "error", None, "boom")]})
+        assert store.projection("runs")[0]["status"] == "complete"
+        assert [r["case_id"] for r in store.projection("cases", status="error")] == ["b"]
+        assert store.count("cases", run_id="r1") == 2
+
+    def test_rebuild_projections_calls_the_projector_in_log_order(self, store: EventStore) -> None:
+        store.commit([batch("r", 0, 1), batch("r/a", 0, 2), batch("r/b", 0, 1)])
+        seen: list[tuple[str, int]] = []
+
+        def projector(stream: str, events: list[Any]) -> dict[str, list[tuple]]:
+            seen.append((stream, len(events)))
+            return {"cases": [("r", stream, len(seen), "f", "ok", len(events), None)]} if "/" in stream else {}
+
+        store.commit([], {"cases": [("stale", "x", 0, "f", "ok", 0, None)]})
+        store.rebuild_projections(projector)
+        assert seen == [("r", 1), ("r/a", 2), ("r/b", 1)]
+        assert [r["case_id"] for r in store.projection("cases")] == ["r/a", "r/b"]
+
+    def test_verify_counts_a_fresh_log(self, store: EventStore) -> None:
+        store.commit([batch("r/a", 0, 5), batch("r/b", 0, 1)])
+        report = store.verify()
+        assert report.ok and report.streams == 2 and report.events == 6
+
+    # ---- many handles on one log ---------------------------------------------------------
+
+    def test_concurrent_writers_on_one_log(self, store: EventStore) -> None:
+        """Writers of different streams, each through its own handle, at once: every event
+        lands, every chain holds, no batch is half written."""
+        errors: list[BaseException] = []
+
+        def write(k: int) -> None:
+            handle = self.reopen(store)  # opened where it is used (a connection is per thread)
+            try:
+                for i in range(25):
+                    handle.commit([batch(f"w{k}/c{i}", 0, 3)])
+            except BaseException as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+            finally:
+                if handle is not store:
+                    handle.close()
+
+        threads = [threading.Thread(target=write, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        assert not errors, errors
+        report = store.verify()
+        assert report.ok and report.events == 4 * 25 * 3 and report.streams == 100
+
+    def test_a_read_only_reader_beside_a_writer(self, store: EventStore) -> None:
+        store.commit([batch("r/a", 0, 2)])
+        reader = self.reopen(store, readonly=True)
+        try:
+            with store.transaction():
+                store.commit([batch("r/b", 0, 1)])
+                if reader is not store:  # another handle sees nothing of an open transaction
+                    assert reader.stream_length("r/b") == 0
+            assert reader.stream_length("r/b") == 1 and reader.stream_length("r/a") == 2
+            assert reader.verify().ok
+        finally:
+            if reader is not store:
+                reader.close()
