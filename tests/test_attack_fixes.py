@@ -128,3 +128,18 @@ def test_the_pytest_plugin_escapes_recorded_text(blank, tmp_path):
     r = pytest_in(tmp_path, "--oloproof", "blank")
     assert r.returncode == 1
     assert "\x1b[31m" not in r.stdout and "\\x1b[31mred\\x0dback" in r.stdout
+
+
+def test_a_case_id_that_looks_like_an_option_gets_a_hint_that_pastes(cli, tmp_path):
+    from oloproof.report.terminal import case_argument
+
+    assert case_argument("-rf") == "-- -rf" and case_argument("a b") == "'a b'"
+    p = tmp_path / "p"
+    write(p / "app.py", "from oloproof import system\n\n@system(name='x', version='1')\ndef run(case):\n"
+                        "    return {'a': 'delete everything'}\n")
+    write(p / "oloproof.yaml", "system:\n  name: x\n  version: '1'\n  callable: app:run\ncases: cases.jsonl\n"
+                               "evaluators:\n  - {type: contains, criterion: ok, field: a, expected_field: a}\n")
+    write(p / "cases.jsonl", '{"id": "-rf", "input": {}, "expected": {"a": "x"}}\n')
+    assert cli("run", cwd=p).exit_code == 0
+    run_id = json.loads(cli("runs", "--json", cwd=p).output)[0]["run_id"]
+    assert cli("show", run_id, "--", "-rf", cwd=p).exit_code == 0  # the hint's form works

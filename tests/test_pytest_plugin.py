@@ -44,7 +44,7 @@ def test_the_support_example_runs_as_tests(cli, support, tmp_path):
     some = sorted(bad)[0]
     import re
 
-    hint = re.search(rf"see '(oloproof show {run_id} {some} --db [^']*support/.oloproof/log.db)'", out)[1]
+    hint = re.search(rf"see '(oloproof show {run_id} --db [^']*support/.oloproof/log.db {some})'", out)[1]
     assert "Traceback" not in out
     # the hint runs where pytest printed it (issue 23): it carries the log's --db
     shown = subprocess.run([sys.executable, "-m", *hint.split()], cwd=tmp_path, capture_output=True, text=True,

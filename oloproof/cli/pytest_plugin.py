@@ -11,8 +11,6 @@ inert unless ``--oloproof`` is given.
 
 from __future__ import annotations
 
-import shlex
-
 from pathlib import Path
 from typing import Any
 
@@ -114,9 +112,11 @@ class OloproofItem(pytest.Item):
                               f"(oloproof show {outcome.run_id}{self.suite.where})")
         bad = [(c, v) for c, v in zip(self.suite.criteria, result.verdicts) if v[0] in ("fail", "missing")]
         if bad:
+            from oloproof.report.terminal import case_argument
+
             shown = ", ".join(f"{c}: {v[0]}" + (f" ({v[1]})" if v[1] else "") for c, v in bad)
             message = (f"case {self.case_id!r}: {shown} — see "
-                       f"'oloproof show {outcome.run_id} {shlex.quote(self.case_id)}{self.suite.where}'")
+                       f"'oloproof show {outcome.run_id}{self.suite.where} {case_argument(self.case_id)}'")
             raised = self.suite.raised.get(self.case_id)
             if raised is not None:  # where the system raised, as pytest shows a test's own error
                 from oloproof.report.terminal import printable

@@ -63,7 +63,9 @@ def search_view(result: Any) -> Group:
             parts.append(Text(f"run {_line(run, 300)}  {_line(system)} {_line(version)}", style="bold"))
         if hit.case_id != case:
             case = hit.case_id
-            command = f"oloproof show {shlex.quote(run)} {shlex.quote(case)}"
+            from oloproof.report.terminal import case_argument
+
+            command = f"oloproof show {shlex.quote(run)} {case_argument(case)}"
             parts.append(Text.assemble("  case ", (_line(case, 300), "bold"), f"   {_line(command, 700)}"))
         where = f"step {hit.step}" if hit.step is not None else "end"
         if hit.replay:

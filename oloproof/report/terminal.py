@@ -75,6 +75,15 @@ def traceback_text(tb: str) -> Text:
     return Text("\n".join("  " + printable(line) for line in tb.rstrip("\n").split("\n")), style="dim")
 
 
+def case_argument(case_id: str) -> str:
+    """A case id as a command-line argument that pastes as it reads: shell-quoted, and after
+    ``--`` when it starts with ``-`` (``oloproof show RUN -- -rf``, not an option)."""
+    import shlex
+
+    quoted = shlex.quote(case_id)
+    return f"-- {quoted}" if case_id.startswith("-") else quoted
+
+
 def command_text(text: str, style: str = "") -> Text:
     """A line holding a command to copy: never wrapped across lines by the console (a command
     broken over two lines does not paste), whatever the terminal's width."""
