@@ -58,3 +58,29 @@ def write(path: Path, text: str) -> Path:
 def _no_log_key(monkeypatch):
     """A developer's OLOPROOF_LOG_KEY must not key the tests' logs (tests that need one set it)."""
     monkeypatch.delenv("OLOPROOF_LOG_KEY", raising=False)
+
+
+@pytest.fixture
+def blank(cli, tmp_path):
+    """A project made by `oloproof init --blank` (three cases, two evaluators, a gate)."""
+    p = tmp_path / "blank"
+    assert cli("init", "--blank", str(p)).exit_code == 0
+    return p
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    """Replace ``old`` (which must be there) by ``new`` in a file."""
+    text = path.read_text()
+    assert old in text, old
+    path.write_text(text.replace(old, new))
+
+
+def one_function_project(p: Path, body: str, cases: str = '{"id": "c1", "input": {}, "expected": {"a": "b"}}\n',
+                         name: str = "x") -> Path:
+    """A project whose system is one function (``body`` its lines, returning or raising) and
+    whose one evaluator checks ``output.a`` contains ``expected.a``."""
+    write(p / "app.py", f"from oloproof import system\n\n@system(name='{name}', version='1')\ndef run(case):\n{body}")
+    write(p / "oloproof.yaml", f"system:\n  name: {name}\n  version: '1'\n  callable: app:run\ncases: cases.jsonl\n"
+                               "evaluators:\n  - {type: contains, criterion: ok, field: a, expected_field: a}\n")
+    write(p / "cases.jsonl", cases)
+    return p

@@ -9,20 +9,9 @@ import sys
 
 import pytest
 
-from tests.conftest import write
+from tests.conftest import edit, one_function_project, write
 
 
-@pytest.fixture
-def blank(cli, tmp_path):
-    p = tmp_path / "blank"
-    assert cli("init", "--blank", str(p)).exit_code == 0
-    return p
-
-
-def edit(path, old, new):
-    text = path.read_text()
-    assert old in text, old
-    path.write_text(text.replace(old, new))
 
 
 MODEL_TOOL = '''
@@ -134,12 +123,8 @@ def test_a_case_id_that_looks_like_an_option_gets_a_hint_that_pastes(cli, tmp_pa
     from oloproof.report.terminal import case_argument
 
     assert case_argument("-rf") == "-- -rf" and case_argument("a b") == "'a b'"
-    p = tmp_path / "p"
-    write(p / "app.py", "from oloproof import system\n\n@system(name='x', version='1')\ndef run(case):\n"
-                        "    return {'a': 'delete everything'}\n")
-    write(p / "oloproof.yaml", "system:\n  name: x\n  version: '1'\n  callable: app:run\ncases: cases.jsonl\n"
-                               "evaluators:\n  - {type: contains, criterion: ok, field: a, expected_field: a}\n")
-    write(p / "cases.jsonl", '{"id": "-rf", "input": {}, "expected": {"a": "x"}}\n')
+    p = one_function_project(tmp_path / "p", "    return {'a': 'delete everything'}\n",
+                             '{"id": "-rf", "input": {}, "expected": {"a": "x"}}\n')
     assert cli("run", cwd=p).exit_code == 0
     run_id = json.loads(cli("runs", "--json", cwd=p).output)[0]["run_id"]
     assert cli("show", run_id, "--", "-rf", cwd=p).exit_code == 0  # the hint's form works

@@ -14,7 +14,7 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from tests.conftest import EXAMPLES, write
+from tests.conftest import EXAMPLES, one_function_project
 
 
 def invoke(cwd, *args):
@@ -95,12 +95,7 @@ def test_read_commands_find_the_log_in_a_parent_folder(demo):
 
 def test_hints_carry_the_log_they_need(tmp_path):
     """A run whose log is not ./.oloproof/log.db prints hints with its --db, and they run here."""
-    p = tmp_path / "p"
-    write(p / "app.py", "from oloproof import system\n\n@system(name='x', version='1')\ndef run(case):\n"
-                        "    raise ValueError('boom')\n")
-    write(p / "oloproof.yaml", "system:\n  name: x\n  version: '1'\n  callable: app:run\ncases: cases.jsonl\n"
-                               "evaluators:\n  - {type: contains, criterion: ok, field: a, expected_field: a}\n")
-    write(p / "cases.jsonl", '{"id": "c1", "input": {}, "expected": {"a": "b"}}\n')
+    one_function_project(tmp_path / "p", "    raise ValueError('boom')\n")
     env = {**os.environ, "COLUMNS": "200"}
     env.pop("OLOPROOF_LOG_KEY", None)
     r = subprocess.run([sys.executable, "-m", "oloproof", "run", "--project", "p", "--db", "elsewhere.db"],

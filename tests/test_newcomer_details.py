@@ -11,20 +11,9 @@ import time
 
 import pytest
 
-from tests.conftest import EXAMPLES, write
+from tests.conftest import EXAMPLES, edit, write
 
 
-@pytest.fixture
-def blank(cli, tmp_path):
-    p = tmp_path / "blank"
-    assert cli("init", "--blank", str(p)).exit_code == 0
-    return p
-
-
-def edit(path, old, new):
-    text = path.read_text()
-    assert old in text, old
-    path.write_text(text.replace(old, new))
 
 
 def test_a_byte_order_mark_is_named(cli, blank):

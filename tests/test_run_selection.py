@@ -10,7 +10,7 @@ import sqlite3
 
 import pytest
 
-from tests.conftest import EXAMPLES, write
+from tests.conftest import EXAMPLES, one_function_project, write
 from tests.test_adversary import oloproof
 
 
@@ -85,12 +85,8 @@ def test_last_failed_runs_what_failed_or_was_missing(cli, support):
 
 
 def test_last_failed_with_nothing_failed_runs_nothing(cli, tmp_path):
-    p = tmp_path / "ok"
-    write(p / "app.py", "from oloproof import system\n\n@system(name='ok', version='1')\ndef run(case):\n"
-                        "    return {'a': case.input['a']}\n")
-    write(p / "oloproof.yaml", "system:\n  name: ok\n  version: '1'\n  callable: app:run\ncases: cases.jsonl\n"
-                               "evaluators:\n  - {type: contains, criterion: ok, field: a, expected_field: a}\n")
-    write(p / "cases.jsonl", '{"id": "c1", "input": {"a": "x"}, "expected": {"a": "x"}}\n')
+    p = one_function_project(tmp_path / "ok", "    return {'a': case.input['a']}\n",
+                             '{"id": "c1", "input": {"a": "x"}, "expected": {"a": "x"}}\n')
     assert cli("run", cwd=p).exit_code == 0
     r = cli("run", "--last-failed", cwd=p)
     assert r.exit_code == 0 and "nothing to run again" in r.output
