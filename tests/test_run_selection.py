@@ -138,3 +138,11 @@ def test_a_partial_run_resumes_with_the_cases_it_chose(tmp_path):
     assert done.returncode == 0, done.stderr  # no release rules: nothing to gate
     res = json.loads(done.stdout)
     assert sorted(c["case_id"] for c in res["cases"]) == ["c1", "c3", "c5"] and res["complete"]
+
+
+def test_combined_selections_say_what_chose_nothing(cli, support):
+    run_json(cli, support)
+    r = cli("run", "--case", "case_001", "-k", "case_002", cwd=support)
+    assert r.exit_code == 2 and "none of the --case ids matches it" in r.output
+    r = cli("run", "--case", "case_001", "--last-failed", cwd=support)  # case_001 passed everything
+    assert r.exit_code == 0 and "none of the cases chosen by --case failed or was missing" in r.output

@@ -71,15 +71,18 @@ def choose(project: Any, store: EventStore | None, selection: Selection) -> dict
         chosen = [c for c in chosen if matches(selection.keyword, c)]
         flags["k"] = selection.keyword
         if not chosen:
-            raise UsageError(f"-k {selection.keyword!r}: no case id of {project.cases_label} matches it "
-                             "(a substring, or a glob with * ? [...])")
+            among = "none of the --case ids" if selection.case_ids else f"no case id of {project.cases_label}"
+            raise UsageError(f"-k {selection.keyword!r}: {among} matches it (a substring, or a glob with * ? [...])")
     if selection.last_failed:
         run_id, bad = last_failed(project, store)
         flags["last_failed"] = run_id
+        narrowed = selection.case_ids or selection.keyword is not None
         chosen = [c for c in chosen if c in bad]
         if not chosen:
-            raise NothingToRun(f"no case failed or was missing in run {run_id} (the latest complete run of "
-                               f"{project.cases_label}); nothing to run again")
+            which = (f"none of the cases chosen by {'--case' if selection.case_ids else '-k'} failed or was missing"
+                     if narrowed and bad else "no case failed or was missing")
+            raise NothingToRun(f"{which} in run {run_id} (the latest complete run of {project.cases_label}); "
+                               "nothing to run again")
     if selection.limit is not None:
         chosen = chosen[:selection.limit]
         flags["limit"] = selection.limit
