@@ -353,7 +353,7 @@ def log_key() -> bytes | None:
 def open_log(db: str | None, *, must_exist: bool = True, durability: str = "full", write: bool = False) -> Any:
     """The event log. Read commands open it read-only (nothing created or changed, a writer
     never waited on); ``write=True`` for the commands that append (run, replay, rebuild)."""
-    from oloproof.store import DEFAULT_LOG, SQLiteStore
+    from oloproof.store import DEFAULT_LOG, open_store
 
     path = Path(db or DEFAULT_LOG)
     if db is None and must_exist and not path.exists():
@@ -365,7 +365,7 @@ def open_log(db: str | None, *, must_exist: bool = True, durability: str = "full
     if must_exist and path.stat().st_size == 0:
         raise UsageError(f"{path}: an empty file: an Oloproof log whose creation was interrupted (or no log at "
                          "all); delete it, or run 'oloproof run' to create the log in it")
-    store = SQLiteStore(path, durability=durability, create=not must_exist, readonly=not write, key=log_key())
+    store = open_store(path, durability=durability, create=not must_exist, readonly=not write, key=log_key())
     if not write:
         return store
     if store.projections_stale:  # written by an older Oloproof: derive the tables again

@@ -64,14 +64,14 @@ class Suite:
             return
         from oloproof.app.project import load_project, load_system
         from oloproof.app.run import run_suite
-        from oloproof.store import SQLiteStore
+        from oloproof.store import open_store
 
         try:
             project = load_project(self.project_dir)
             info = project.prepare()
             system = load_system(project)
             Path(self.db).parent.mkdir(parents=True, exist_ok=True)
-            store = SQLiteStore(self.db)
+            store = open_store(self.db)
             try:
                 self.outcome = run_suite(project, system, store, info, keep_cases=True)
                 if self.outcome.errors:

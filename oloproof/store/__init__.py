@@ -24,6 +24,8 @@ def open_store(url: "str | object", **options: object) -> EventStore:
 
     from oloproof.errors import UsageError
 
+    if isinstance(url, Path):  # a path is a path, whatever it holds
+        return SQLiteStore(url, **options)  # type: ignore[arg-type]
     text = str(url)
     scheme, sep, rest = text.partition("://")
     if text == "memory:":
