@@ -23,7 +23,7 @@ chains and seal first and refuses a broken run; ``audit verify`` checks every ru
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 from oloproof.errors import CorruptLogError
 from oloproof.events import (
@@ -141,10 +141,10 @@ def audit_run(store: EventStore, run_id: str, *, chains: bool = True) -> RunAudi
         problems.append(f"{run_id} #0: the run stream does not begin with run_started")
         return audit
     audit.started = events[0]
-    for ev in stored:
-        if ev.type != stored_tag(ev.payload):  # as written: an upcast event keeps its old type
-            problems.append(f"{run_id} #{ev.seq}: stored type {ev.type!r} disagrees with its payload "
-                            f"({stored_tag(ev.payload)!r})")
+    for ev, event in zip(stored, events):
+        tag = written_tag(ev, event)
+        if ev.type != tag:
+            problems.append(f"{run_id} #{ev.seq}: stored type {ev.type!r} disagrees with its payload ({tag!r})")
     seal_at = next((i for i, e in enumerate(events) if isinstance(e, RunSealed)), None)
     if seal_at is not None:
         audit.sealed = events[seal_at]  # type: ignore[assignment]
@@ -202,6 +202,13 @@ def current_digest(store: EventStore, audit: RunAudit) -> str | None:
                        _heads(store, audit.run_id, sealed_replays(audit.sealed)), store.key)
 
 
+def written_tag(ev: Any, event: Any) -> str:
+    """The type a stored event was written with: its decoded tag, or — for an event upcast on
+    read, whose tag is today's — the payload's own ``type`` (read again only then)."""
+    tag = tag_of(event)
+    return tag if tag == ev.type else stored_tag(ev.payload)
+
+
 def _deep_check(store: EventStore, prefixes: list[str], streams: list[str]) -> list[str]:
     """Every event decodes, and its stored type column matches its payload's tag."""
     out: list[str] = []
@@ -209,8 +216,7 @@ def _deep_check(store: EventStore, prefixes: list[str], streams: list[str]) -> l
     for source in sources:
         for ev in source:
             try:
-                decode(ev.payload)
-                tag = stored_tag(ev.payload)  # the type it was written with, before any upcast
+                tag = written_tag(ev, decode(ev.payload))
             except Exception as e:
                 out.append(f"{ev.stream} #{ev.seq}: payload cannot be decoded ({_short(e)})")
                 continue

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from oloproof.config.cases import CaseFile, SuiteInfo, check_fault_tools
+from oloproof.config.cases import CaseFile, SuiteInfo
 from oloproof.config.files import read_regular
 from oloproof.config.locate import Locator
 from oloproof.config.metamorphic import Suite, load_labels
@@ -624,10 +624,3 @@ def uncalled_tools(unchecked: list[NamedTool], called: set[str]) -> list[str]:
 
     return [f"{n.where} names tool {quoted(n.tool)} ({n.short}), which no case called and the system "
             "does not declare; a typo?" for n in unchecked if n.tool not in called]
-
-
-def check_case_faults(info: SuiteInfo, system: LoadedSystem) -> None:
-    """A case's fault names a tool the system declares (when it declares any): a located
-    case-file error with a did-you-mean otherwise (exit 2), before anything runs."""
-    if info.fault_tools:
-        check_fault_tools(info, declared_tools(system.factory))

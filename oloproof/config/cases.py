@@ -8,7 +8,8 @@ A case may declare one fault (SPEC §13a): ``"fault": {"tool": T, "kind": K, "ca
 (``call`` counts from 1, default 1; ``scope``, only with ``kind: denied``, is the denial's
 ``required_scope``). It is validated here (one object, a known kind, a whole ``call`` ≥ 1),
 stored normalised (``call`` filled in) and folded into the case's fingerprint; whether the
-system has a tool of that name is checked once the system is loaded (:func:`check_fault_tools`).
+system has a tool of that name is checked once the system is loaded
+(:func:`oloproof.app.project.check_tool_names`, with every other tool the suite names).
 
 Limits (:mod:`oloproof.config.limits`, docs/input-limits.md): a line nests at most
 ``MAX_NESTING`` (64) levels (its object is level 1) — checked on the bytes before decoding;
@@ -174,19 +175,6 @@ def json_line_hint(raw: bytes, number: int) -> str:
         return ("; this looks like the middle or end of a JSON object spread over several lines: a case "
                 "file holds one case a line (JSON lines)")
     return ""
-
-
-def check_fault_tools(info: SuiteInfo, tools: Any) -> None:
-    """Every tool a case's fault names is one the system declares (when it declares any): a
-    located :class:`CaseFileError` with a did-you-mean otherwise."""
-    known = set(tools)
-    if not known:
-        return
-    for tool, where, case_id in info.fault_tools:
-        if tool not in known:
-            raise CaseFileError(
-                f"{where}: case {quoted(case_id)}: field 'fault.tool': the system has no tool "
-                f"{quoted(tool)}{did_you_mean(tool, known)} (its tools: {', '.join(sorted(known))})")
 
 
 def expected_tool_names(expected: Any) -> Iterator[tuple[str, str]]:
