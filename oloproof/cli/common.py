@@ -466,9 +466,9 @@ def _refuse_log(path: str, option: str) -> None:
 
 
 def printable_path(path: str) -> str:
-    from oloproof.report.terminal import printable
+    from oloproof.report.terminal import one_line
 
-    return printable(path).replace("\n", "\\n")
+    return one_line(path)
 
 
 def check_output_folder(path: str, option: str = "--out") -> None:

@@ -49,10 +49,8 @@ def otel(files: tuple[str, ...], system: str | None, version: str | None, db: st
         out = import_traces(store, [Path(f) for f in files], system=system, version=version, clock=utc_now)
     finally:
         store.close()
-    from oloproof.report.terminal import plural, printable
-
-    def inline(text: str) -> str:  # the traces' text on one line: controls, newlines and tabs as escapes
-        return printable(text).replace("\n", "\\n").replace("\t", "\\t")
+    from oloproof.report.terminal import one_line as inline
+    from oloproof.report.terminal import plural
 
     unmapped = (f"; {plural(out.unmapped, 'span')} outside the GenAI mapping kept in the cases' metadata"
                 if out.unmapped else "")

@@ -119,12 +119,12 @@ class OloproofItem(pytest.Item):
                        f"'oloproof show {outcome.run_id}{self.suite.where} {case_argument(self.case_id)}'")
             raised = self.suite.raised.get(self.case_id)
             if raised is not None:  # where the system raised, as pytest shows a test's own error
-                from oloproof.report.terminal import printable
+                from oloproof.report.terminal import indented_traceback, one_line
 
                 error, tb = raised  # recorded text: escapes and \r shown, never obeyed
-                message += "\nerror: " + printable(error).replace("\n", "\\n")
+                message += "\nerror: " + one_line(error)
                 if tb:
-                    message += "\n" + "\n".join("  " + printable(line) for line in tb.rstrip().split("\n"))
+                    message += "\n" + indented_traceback(tb)
             raise CaseFailure(message)
 
     def repr_failure(self, excinfo: Any, style: Any = None) -> Any:

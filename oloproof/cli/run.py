@@ -113,7 +113,7 @@ def execute_run(load: Callable[[str], Any], *, json_path: str | None, db: str | 
     from oloproof.report.results import ResultsFile, results_dict
     from rich.text import Text
 
-    from oloproof.report.terminal import exit_line, plural, printable, summary_view
+    from oloproof.report.terminal import exit_line, one_line, plural, summary_view
 
     # `--json -`: stdout holds the JSON alone; what the system prints goes to stderr
     quiet = stdout_to_stderr() if json_path == "-" else contextlib.nullcontext()
@@ -175,7 +175,7 @@ def execute_run(load: Callable[[str], Any], *, json_path: str | None, db: str | 
     for note in outcome.notes:
         click.echo(f"note: {note}", err=True)
     for warning in outcome.warnings:
-        click.echo(f"warning: {printable(warning)}", err=True)
+        click.echo(f"warning: {one_line(warning)}", err=True)
     out.print(summary_view(summary, run_id=outcome.run_id, system=f"{outcome.system_name} {outcome.system_version}",
                            min_support=project.config.min_slice_support, quiet=brief, slices=slices))
     if project.selection:
@@ -189,7 +189,7 @@ def execute_run(load: Callable[[str], Any], *, json_path: str | None, db: str | 
         out.print(extra)
     if outcome.errors:
         for message in outcome.error_messages:
-            click.echo("error in " + printable(message).replace("\n", "\\n"), err=True)  # one line each
+            click.echo("error in " + one_line(message), err=True)  # one line each
         click.echo(f"{plural(outcome.errors, 'case')} errored; missing for every criterion "
                    f"(see 'oloproof show {outcome.run_id} CASE{log_args(db_path)}' for where each raised)", err=True)
     out.print(Text(exit_line(summary.gate)))

@@ -103,10 +103,16 @@ def exception_text(exc: BaseException) -> str:
             text = f"<str() of the exception raised {type(e).__name__}>"
         except Exception:  # noqa: BLE001
             text = "<str() of the exception raised>"
-    if len(text) > MAX_MESSAGE:
-        half = MAX_MESSAGE // 2
-        text = f"{text[:half]} … ({len(text) - 2 * half:,} characters left out) … {text[-half:]}"
-    return text
+    return keep_ends(text, MAX_MESSAGE, " ")
+
+
+def keep_ends(text: str, limit: int, gap: str) -> str:
+    """``text`` if it fits in ``limit`` characters, else its head and tail around a note of
+    what was left out (``gap``: what surrounds the note — a space, a newline)."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}{gap}… ({len(text) - 2 * half:,} characters left out) …{gap}{text[-half:]}"
 
 
 def _error_result(exc: BaseException) -> dict[str, Any]:

@@ -46,7 +46,7 @@ from oloproof.events import (
     encode,
     tag_of,
 )
-from oloproof.recorder.case import CaseRecorder, exception_text, install_task_factory
+from oloproof.recorder.case import CaseRecorder, exception_text, install_task_factory, keep_ends
 from oloproof.recorder.jobs import JobKind
 from oloproof.recorder.prefix import BoundaryReached, PrefixRecorder, snapshot_of, stale_reason
 from oloproof.records import Case, UnfitValue, encode_recorded
@@ -158,10 +158,7 @@ def user_traceback(exc: BaseException) -> str | None:
         text = _text("".join(te.format()))
     except Exception:  # noqa: BLE001 - a traceback that cannot be formatted is no error of the case
         return None
-    if len(text) > MAX_TRACEBACK:
-        half = MAX_TRACEBACK // 2
-        text = text[:half] + f"\n… ({len(text) - 2 * half} characters left out) …\n" + text[-half:]
-    return text
+    return keep_ends(text, MAX_TRACEBACK, "\n")
 
 
 def _traceback_of(exc: BaseException) -> str | None:

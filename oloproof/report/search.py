@@ -11,7 +11,7 @@ from typing import Any
 from rich.console import Group
 from rich.text import Text
 
-from oloproof.report.terminal import plural, printable
+from oloproof.report.terminal import one_line, plural, printable
 from oloproof.store.search import MARK_OFF, MARK_ON
 
 
@@ -21,7 +21,7 @@ _SPACES = re.compile(r"[ \t]{2,}")
 def _line(value: Any, width: int = 60) -> str:
     """Recorded text on one short line: a newline, a tab or a run of spaces in a tool's name
     cannot push text onto a line of its own and fake a hit or a run below it."""
-    text = _SPACES.sub(" ", printable(value).replace("\n", "\\n").replace("\t", "\\t"))
+    text = _SPACES.sub(" ", one_line(value))
     return text if len(text) <= width else text[:width - 1] + "…"
 
 

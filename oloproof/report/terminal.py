@@ -72,7 +72,12 @@ def traceback_text(tb: str) -> Text:
     control characters escaped line by line (a recorded message cannot move the cursor), and
     a newline in the exception's message stays inside the indented block (it cannot fake a
     line of Oloproof's own); never read as markup."""
-    return Text("\n".join("  " + printable(line) for line in tb.rstrip("\n").split("\n")), style="dim")
+    return Text(indented_traceback(tb), style="dim")
+
+
+def indented_traceback(tb: str) -> str:
+    """A recorded traceback as plain lines, each indented and escaped (:func:`traceback_text`)."""
+    return "\n".join("  " + printable(line) for line in tb.rstrip("\n").split("\n"))
 
 
 def case_argument(case_id: str) -> str:
@@ -96,6 +101,13 @@ def printable(value: Any) -> str:
     text = "" if value is None else str(value)
     return _CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}" if ord(m.group()) > 0xff
                         else f"\\x{ord(m.group()):02x}", text)
+
+
+def one_line(value: Any) -> str:
+    """Recorded text that must stay on one line (an error line, a name in a summary): as
+    :func:`printable`, with newlines and tabs escaped too — a newline in a recorded message
+    cannot fake a line of Oloproof's own."""
+    return printable(value).replace("\n", "\\n").replace("\t", "\\t")
 
 
 def _text(value: Any) -> Text:
@@ -397,7 +409,7 @@ def case_panel(view: CaseView, verdicts: dict[str, tuple[str, str | None]], path
         parts.append(Text(f"fault: {printable(fault)}"))
     if view.error:
         # one line: a newline in the exception's message cannot fake a line of the report
-        parts.append(Text("error: " + printable(view.error).replace("\n", "\\n"), style="red"))
+        parts.append(Text("error: " + one_line(view.error), style="red"))
         if view.traceback:
             parts.append(traceback_text(view.traceback))
     else:
