@@ -95,3 +95,10 @@ def trials_of(run: StoredRun) -> int:
     from oloproof.app.project import stored_trials
 
     return stored_trials(run.started.config)
+
+
+def is_ref(store: EventStore, text: str) -> bool:
+    """``text`` names a run: ``latest``, ``version:V``, ``pin:NAME`` (found or not: a
+    reference, not a case id) or a run id the log holds."""
+    kind, sep, _ = text.partition(":")
+    return text == "latest" or (bool(sep) and kind in ("version", "pin")) or resolve_ref(store, text) is not None

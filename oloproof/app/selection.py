@@ -17,7 +17,6 @@ from typing import Any
 
 from oloproof.config.locate import did_you_mean
 from oloproof.errors import UsageError
-from oloproof.app.runs import selection_text  # noqa: F401  (re-exported: a partial run's choice in words)
 from oloproof.store.base import EventStore
 
 GLOB = set("*?[")

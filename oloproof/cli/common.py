@@ -384,13 +384,6 @@ def incomplete_note(summary: Any) -> str | None:
             "(crashed, killed or still running). Unrecorded cases count as missing; the gate cannot pass.")
 
 
-def is_run_ref(store: Any, text: str) -> bool:
-    """``text`` names a run: ``latest``, ``version:V``, ``pin:NAME`` or a run id of the log."""
-    if text == "latest" or text.startswith(("version:", "pin:")):
-        return True
-    return "/" not in text and bool(store.stream_length(text))
-
-
 def log_args(db_path: Any) -> str:
     """What a printed hint needs to run where it is printed: `` --db PATH`` unless the log is
     the one a command here finds by itself (``.oloproof/log.db`` in this folder)."""

@@ -35,12 +35,12 @@ def command(run: str | None, file: str | None, fmt: str, out: str | None, force:
     from oloproof.report.otlp import export_otlp_lines
 
     looks_like_a_file = run is not None and ("." in run or "/" in run or run == "-")  # no run id has either
-    if file is None and looks_like_a_file and not run.startswith(("version:", "pin:")):  # type: ignore[union-attr]
+    if file is None and looks_like_a_file:
         store = open_log(db)
         try:
-            from oloproof.cli.common import is_run_ref
+            from oloproof.app.refs import is_ref
 
-            if not is_run_ref(store, run):
+            if not is_ref(store, run):
                 run, file = "latest", run  # `oloproof export run.jsonl`: the latest run, to that file
         finally:
             store.close()

@@ -179,12 +179,12 @@ def execute_run(load: Callable[[str], Any], *, json_path: str | None, db: str | 
     out.print(summary_view(summary, run_id=outcome.run_id, system=f"{outcome.system_name} {outcome.system_version}",
                            min_support=project.config.min_slice_support, quiet=brief, slices=slices))
     if project.selection:
-        from oloproof.app.selection import selection_text
+        from oloproof.app.runs import selection_text
 
-        from oloproof.report.terminal import command_text
+        from oloproof.report.terminal import command_text, print_command
 
-        out.print(command_text(f"partial run: {selection_text(project.selection)}; its gate cannot pass and it is "
-                               "no baseline — run the whole suite to decide a release"), soft_wrap=True)
+        print_command(out, command_text(f"partial run: {selection_text(project.selection)}; its gate cannot pass and it is "
+                               "no baseline — run the whole suite to decide a release"))
     if extra is not None:
         out.print(extra)
     if outcome.errors:

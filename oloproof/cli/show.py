@@ -10,7 +10,6 @@ from oloproof.cli.common import (
     console,
     handled,
     incomplete_note,
-    is_run_ref,
     json_option,
     open_log,
     resolve_run,
@@ -40,12 +39,13 @@ def command(run: str | None, case: str | None, json_path: str | None, failed: st
     from rich.text import Text
 
     from oloproof.app.project import suite_from_stored
+    from oloproof.app.refs import is_ref
     from oloproof.app.reports import case_panel, run_report
     from oloproof.app.runs import load_run
     from oloproof.errors import UsageError
     from oloproof.report.panel import replay_rows
     from oloproof.report.terminal import case_panel as panel_view
-    from oloproof.report.terminal import command_text, pair_table, replays_table, summary_view
+    from oloproof.report.terminal import command_text, pair_table, print_command, replays_table, summary_view
 
     if json_path:
         check_output_path(json_path)
@@ -54,7 +54,7 @@ def command(run: str | None, case: str | None, json_path: str | None, failed: st
     try:
         if run is None:
             run = "latest"
-        elif case is None and not is_run_ref(store, run):
+        elif case is None and not is_ref(store, run):
             run, case = "latest", run  # `oloproof show CASE`: a case of the latest run
         if failed is not None and case is not None:
             raise UsageError("--failed lists a run's cases; give RUN without CASE "
@@ -76,14 +76,14 @@ def command(run: str | None, case: str | None, json_path: str | None, failed: st
             if note:
                 from oloproof.app.prefix import resume_command
 
-                out.print(command_text(note + f" Finish it with '{resume_command(report.run.started)}'."), soft_wrap=True)
+                print_command(out, command_text(note + f" Finish it with '{resume_command(report.run.started)}'."))
             out.print(summary_view(report.summary, run_id=run_id, system=report.run.system,
                                    min_support=report.suite.min_slice_support))
             imported = (report.run.started.config or {}).get("imported")
             if imported:
-                out.print(command_text(f"imported from OpenTelemetry traces ({', '.join(imported.get('files') or []) or '?'}): "
+                print_command(out, command_text(f"imported from OpenTelemetry traces ({', '.join(imported.get('files') or []) or '?'}): "
                                "judged here by the evaluators that need no expected; to judge it with a "
-                               f"project's oloproof.yaml: 'oloproof eval {run_id} --project DIR --other-system'"), soft_wrap=True)
+                               f"project's oloproof.yaml: 'oloproof eval {run_id} --project DIR --other-system'"))
             if json_path:
                 from oloproof.report.results import results_dict
 
@@ -106,7 +106,7 @@ def command(run: str | None, case: str | None, json_path: str | None, failed: st
     if attribution is not None:
         from oloproof.report.prefix import attribution_line
 
-        out.print(attribution_line(attribution, run_id, panel.view.case_id), soft_wrap=True)
+        print_command(out, attribution_line(attribution, run_id, panel.view.case_id))
     rows = replay_rows(panel.view, panel.replays)
     if rows:
         out.print(Text("replays", style="bold"))

@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Group
 from rich.text import Text
 
-from oloproof.report.terminal import Grid, plural, printable
+from oloproof.report.terminal import Grid, command_text, plural, printable
 
 _SETS = (("retention", "retention"), ("irreversible", "irreversible"))
 
@@ -106,5 +106,4 @@ def attribution_line(a: dict[str, Any], run_id: str, case_id: str) -> Text:
         said = (f"first unacceptable step {a['first_unacceptable_step']} ({a.get('category')}, layer "
                 f"{a.get('layer')}, confidence {a.get('confidence')}"
                 + (", needs review" if a.get("needs_review") else "") + ")")
-    return Text(f"attribution: {printable(said)} — oloproof attribute {run_id} {printable(case_id)} for the causes",
-                no_wrap=True, overflow="ignore")  # a command to copy: never wrapped
+    return command_text(f"attribution: {printable(said)} — oloproof attribute {run_id} {printable(case_id)} for the causes")

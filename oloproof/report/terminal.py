@@ -90,9 +90,14 @@ def case_argument(case_id: str) -> str:
 
 
 def command_text(text: str, style: str = "") -> Text:
-    """A line holding a command to copy: never wrapped across lines by the console (a command
-    broken over two lines does not paste), whatever the terminal's width."""
-    return Text(text, style=style, no_wrap=True, overflow="ignore")
+    """A line holding a command to copy; print it with :func:`print_command`."""
+    return Text(text, style=style)
+
+
+def print_command(console: Any, line: Text) -> None:
+    """Print a line holding a command to copy unwrapped (soft wrap: the terminal folds it, the
+    text stays one line — a command broken over two lines does not paste)."""
+    console.print(line, soft_wrap=True)
 
 
 def printable(value: Any) -> str:
