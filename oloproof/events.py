@@ -315,6 +315,11 @@ def tag_of(event: Event) -> str:
     return _TAGS[type(event)]
 
 
+#: the types an older event is upcast to: a stored event decoded as one of them may have been
+#: written as another (its own type, kept in the log's type column, is read from the payload)
+UPCAST_TARGETS = frozenset(tag_of(upcast({})) for upcast in UPCASTERS.values())
+
+
 def decode(payload: bytes | str) -> Event:
     """Decode one stored payload, upcasting older schema versions."""
     try:

@@ -166,3 +166,27 @@ def test_v1_events_are_upcast_with_no_traceback(tmp_path):
         assert audit.ok, (audit.problems, [r.problems for r in audit.runs])
     finally:
         store.close()
+
+
+def test_a_type_column_rewritten_to_the_upcast_type_is_named(tmp_path):
+    """An attack on the upcast: a case_finished.v1 event whose type column is rewritten to
+    .v2 (the type it reads as) disagrees with what its payload was written as."""
+    from oloproof.app.audit import audit_log
+    from oloproof.store import SQLiteStore
+
+    load_golden(GOLDEN, tmp_path / "log.db").close()
+    conn = sqlite3.connect(tmp_path / "log.db")
+    for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
+        conn.execute(f"DROP TRIGGER {name}")  # an attacker with the file drops the append-only guard
+    row = conn.execute("SELECT stream, seq FROM events WHERE type = 'case_finished.v1' LIMIT 1").fetchone()
+    conn.execute("UPDATE events SET type = 'case_finished.v2' WHERE stream = ? AND seq = ?", row)
+    conn.commit()
+    conn.close()
+    store = SQLiteStore(tmp_path / "log.db", readonly=True)
+    try:
+        audit = audit_log(store)
+    finally:
+        store.close()
+    problems = audit.problems + [p for r in audit.runs for p in r.problems]
+    assert not audit.ok and any("'case_finished.v2' disagrees with its payload ('case_finished.v1')" in p
+                                for p in problems), problems
