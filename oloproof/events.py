@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from typing import Any, Callable, Union
+from typing import Any, Callable, Literal, Mapping, Sequence, Union
 
 import msgspec
 
@@ -38,6 +38,27 @@ def case_fingerprint(input: Any, initial_state: Any, expected: Any, fault: Any =
     return hashlib.sha256(_ENCODER.encode(fields)).hexdigest()
 
 
+#: what a step is (``agent_trajectory/v1``, SPEC §3)
+StepKind = Literal["message", "tool_call", "tool_result", "observation", "decision", "final", "handoff"]
+#: how the agent said its trajectory ended
+TerminalStatus = Literal["success", "failure", "unknown"]
+#: the faults a case or a replay can inject into a tool's result (SPEC §9, §18.1)
+FaultKind = Literal["error", "timeout", "malformed", "timeout_after_effect", "denied"]
+#: the kinds of release evidence (``release_evidence/v1``)
+EvidenceKind = Literal["access", "wait", "continuity", "deadline", "deliverable"]
+#: who recorded a piece of evidence: the system's sandbox, or the harness for a fault it injected
+EvidenceSource = Literal["system", "harness"]
+#: a replay's purpose: the control that proves it reproduces the recording, a fault, an
+#: attribution probe
+ReplayKind = Literal["control", "fault", "probe"]
+#: how a replay ran: from the recorded tape (@tool) or through the system's own replay
+ReplayMethod = Literal["tape", "replayable"]
+#: how a log's chains and seals are computed
+ChainScheme = Literal["sha256", "hmac-sha256"]
+#: ``--durability``: fsync every commit, or let a power loss lose the last ones
+Durability = Literal["full", "normal"]
+
+
 class Event(msgspec.Struct, frozen=True, tag_field="type", omit_defaults=True):
     """Base of every stored event."""
 
@@ -53,7 +74,7 @@ class RunStarted(Event, frozen=True, tag="run_started.v1"):
     suite_digest: str
     case_count: int
     started_at: str
-    durability: str = "full"
+    durability: Durability = "full"
     #: SHA-256 over the system's module and the project's own Python files: replays are
     #: keyed by it, so changing the agent's code re-runs its replays ("" in older logs)
     code_digest: str = ""
@@ -101,7 +122,7 @@ class RunSealed(Event, frozen=True, tag="run_sealed.v1"):
     cases: dict[str, list[Any]]
     #: replay key -> the same, for the replay streams (``replay/<key>``) the cases were judged with
     replays: dict[str, list[Any]]
-    scheme: str  # sha256 | hmac-sha256: how the chain and the digest are computed
+    scheme: ChainScheme  # sha256 | hmac-sha256: how the chain and the digest are computed
     digest: str  # "<scheme>:<hex>"
 
 
@@ -136,7 +157,7 @@ class CaseStarted(Event, frozen=True, tag="case_started.v1"):
 
 class StepRecorded(Event, frozen=True, tag="step.v1"):
     index: int
-    kind: str
+    kind: StepKind
     tool_name: str | None = None
     arguments: Any = None
     result: Any = None
@@ -151,7 +172,7 @@ class StepRecorded(Event, frozen=True, tag="step.v1"):
     branch: list[int] | None = None
     #: on a ``tool_result``: the kind of the case's declared fault that made this result
     #: (the caller got the fault's shape, not the tool's answer; see oloproof.system)
-    fault: str | None = None
+    fault: FaultKind | None = None
 
 
 class ConstraintRecorded(Event, frozen=True, tag="constraint.v1"):
@@ -170,7 +191,7 @@ class TrajectoryRecorded(Event, frozen=True, tag="trajectory.v1"):
     """Closes an ``agent_trajectory/v1`` record: the steps, constraints and checkpoints
     before it in the stream belong to it."""
 
-    terminal_status: str
+    terminal_status: TerminalStatus
     truncated: bool = False
     step_limit: int | None = None
     steps: int = 0
@@ -189,12 +210,12 @@ class EvidenceRecorded(Event, frozen=True, tag="evidence.v1"):
     """One piece of release evidence (``release_evidence/v1``): ``kind`` is access, wait,
     continuity, deadline or deliverable; ``data`` its validated fields."""
 
-    kind: str
+    kind: EvidenceKind
     data: dict[str, Any]
     step_index: int = 0
     #: who recorded it: the system's sandbox (``system``), or the harness itself for a fault
     #: it injected (``harness``: a declared ``denied`` fault records the denial, SPEC §18.1)
-    source: str = "system"
+    source: EvidenceSource = "system"
 
 
 class UsageRecorded(Event, frozen=True, tag="usage.v1"):
@@ -218,7 +239,7 @@ class ReplayStarted(Event, frozen=True, tag="replay_started.v1"):
     """Opens a replay stream (``replay/<cache key>``): a control or fault replay of one case."""
 
     cache_key: str
-    kind: str  # control | fault
+    kind: ReplayKind
     case_id: str
     case_stream: str  # the recording it replays
     fingerprint: str
@@ -228,7 +249,7 @@ class ReplayStarted(Event, frozen=True, tag="replay_started.v1"):
     checkpoint_id: str | None = None
     checkpoint_digest: str = ""
     change: Any = None  # {"step_index", "tool_name", "fault", "result"} for a fault replay
-    method: str = "tape"  # tape (built-in, @tool) | replayable (the system's own replay)
+    method: ReplayMethod = "tape"  # tape (built-in, @tool) | replayable (the system's own replay)
     code_digest: str = ""  # of the system's code (see RunStarted.code_digest)
 
 
@@ -284,10 +305,13 @@ AnyEvent = Union[
     AttributionRecorded,
 ]
 
-#: tag of an older schema version -> function turning its decoded dict into a current event.
-UPCASTERS: dict[str, Callable[[dict[str, Any]], Event]] = {
+#: An upcaster turns the decoded dict of one schema version into the dict of the next one
+#: (its ``type`` included): ``old tag -> (next tag, function)``. Upcasters chain, so a v1
+#: event is read through v2, v3 … up to the struct the code has now (eventsourcing's way).
+Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
+UPCASTERS: dict[str, tuple[str, Upcaster]] = {
     # v1 had no traceback: the case ended as it did, where it raised is unknown
-    "case_finished.v1": lambda raw: CaseFinished(raw.get("output"), raw.get("error"), raw.get("error_kind")),
+    "case_finished.v1": ("case_finished.v2", lambda raw: {**raw, "traceback": None}),
 }
 
 
@@ -303,58 +327,109 @@ def stored_tag(payload: bytes | str) -> str:
     the log's type column must hold."""
     return _TAG_ONLY.decode(payload).type
 
-_DECODER = msgspec.json.Decoder(AnyEvent)
-_MANY = msgspec.json.Decoder(list[AnyEvent])
 
+class Codec:
+    """The one place events become bytes and bytes become events.
 
-_TAGS: dict[type, str] = {cls: cls.__struct_config__.tag for cls in AnyEvent.__args__}  # type: ignore[attr-defined]
+    Args:
+        events: the event structs the code knows now (a tagged union: nothing read from disk
+            names code to import).
+        upcasters: old tag -> (next tag, dict -> dict), applied on read until a known tag is
+            reached; see :data:`UPCASTERS`.
 
+    Encoding is canonical JSON (msgspec, sorted keys). Decoding tries the typed union first
+    (one call for a whole stream) and upcasts only the events that need it. A test builds a
+    codec with made-up later versions to run the upcast path before a real schema change.
+    """
 
-def tag_of(event: Event) -> str:
-    """The stored type of an event (its tag, schema version included)."""
-    return _TAGS[type(event)]
+    def __init__(self, events: tuple[type[Event], ...], upcasters: Mapping[str, tuple[str, Upcaster]]):
+        self.events = events
+        self.upcasters = dict(upcasters)
+        union = Union[events]  # type: ignore[valid-type]
+        self._one = msgspec.json.Decoder(union)
+        self._many = msgspec.json.Decoder(list[union])  # type: ignore[valid-type]
+        self._union = union
+        self._tags: dict[type, str] = {cls: cls.__struct_config__.tag for cls in events}  # type: ignore[misc]
+        known = set(self._tags.values())
+        #: the tags an older event is upcast to: a stored event decoded as one of them may have
+        #: been written as another (its own type, kept in the log's type column, is read from
+        #: the payload)
+        self.upcast_targets = frozenset(self._final(tag) for tag in self.upcasters if self._final(tag) in known)
 
+    def _final(self, tag: str) -> str:
+        seen = set()
+        while tag in self.upcasters and tag not in seen:
+            seen.add(tag)
+            tag = self.upcasters[tag][0]
+        return tag
 
-#: the types an older event is upcast to: a stored event decoded as one of them may have been
-#: written as another (its own type, kept in the log's type column, is read from the payload)
-UPCAST_TARGETS = frozenset(tag_of(upcast({})) for upcast in UPCASTERS.values())
+    def tag_of(self, event: Event) -> str:
+        """The stored type of an event (its tag, schema version included)."""
+        return self._tags[type(event)]
 
+    def encode(self, event: Any) -> bytes:
+        """Canonical JSON bytes of an event."""
+        return _ENCODER.encode(event)
 
-def decode(payload: bytes | str) -> Event:
-    """Decode one stored payload, upcasting older schema versions."""
-    try:
-        return _DECODER.decode(payload)
-    except msgspec.ValidationError:
-        raw = msgspec.json.decode(payload)
-        if isinstance(raw, dict) and raw.get("type") in UPCASTERS:
-            return UPCASTERS[raw["type"]](raw)
-        raise
+    def pack(self, events: Sequence[Event]) -> tuple[list[bytes], list[str]]:
+        """(payloads, types) of ``events``: what a stream append carries."""
+        return [_ENCODER.encode(e) for e in events], [self._tags[type(e)] for e in events]
 
-
-def decode_many(payloads: list[bytes]) -> list[Event]:
-    """Decode several payloads in one call (one JSON array), upcasting where needed."""
-    try:
-        return _MANY.decode(b"[" + b",".join(payloads) + b"]")
-    except msgspec.ValidationError:
-        return [decode(p) for p in payloads]
-
-
-def decode_stream(stream: str, payloads: list[bytes], start: int = 0) -> list[Event]:
-    """Decode one stream's payloads; an undecodable one is a
-    :class:`~oloproof.errors.CorruptLogError` naming the stream and the sequence."""
-    try:
-        return decode_many(payloads)
-    except Exception:
-        pass
-    from oloproof.errors import CorruptLogError
-
-    out = []
-    for seq, payload in enumerate(payloads, start):  # find the culprit for the message
+    def decode(self, payload: bytes | str) -> Event:
+        """Decode one stored payload, upcasting older schema versions."""
         try:
-            out.append(decode(payload))
-        except Exception as e:
-            raise CorruptLogError(f"event {stream!r} #{seq} cannot be decoded: {e}") from e
-    return out
+            return self._one.decode(payload)
+        except msgspec.ValidationError:
+            raw = msgspec.json.decode(payload)
+            if not (isinstance(raw, dict) and raw.get("type") in self.upcasters):
+                raise
+            return self.upcast(raw)
+
+    def upcast(self, raw: dict[str, Any]) -> Event:
+        """The current event an older version's decoded dict stands for."""
+        seen = set()
+        while raw.get("type") in self.upcasters:
+            tag = raw["type"]
+            if tag in seen:
+                raise msgspec.ValidationError(f"the upcasters of {tag!r} loop")
+            seen.add(tag)
+            target, step = self.upcasters[tag]
+            raw = {**step(raw), "type": target}
+        return msgspec.convert(raw, self._union)
+
+    def decode_many(self, payloads: Sequence[bytes]) -> list[Event]:
+        """Decode several payloads in one call (one JSON array), upcasting where needed."""
+        try:
+            return self._many.decode(b"[" + b",".join(payloads) + b"]")
+        except msgspec.ValidationError:
+            return [self.decode(p) for p in payloads]
+
+    def decode_stream(self, stream: str, payloads: Sequence[bytes], start: int = 0) -> list[Event]:
+        """Decode one stream's payloads; an undecodable one is a
+        :class:`~oloproof.errors.CorruptLogError` naming the stream and the sequence."""
+        try:
+            return self.decode_many(payloads)
+        except Exception:
+            pass
+        from oloproof.errors import CorruptLogError
+
+        out = []
+        for seq, payload in enumerate(payloads, start):  # find the culprit for the message
+            try:
+                out.append(self.decode(payload))
+            except Exception as e:
+                raise CorruptLogError(f"event {stream!r} #{seq} cannot be decoded: {e}") from e
+        return out
+
+
+#: the codec of the events the code knows now
+CODEC = Codec(AnyEvent.__args__, UPCASTERS)  # type: ignore[attr-defined]
+tag_of = CODEC.tag_of
+decode = CODEC.decode
+decode_many = CODEC.decode_many
+decode_stream = CODEC.decode_stream
+pack = CODEC.pack
+UPCAST_TARGETS = CODEC.upcast_targets
 
 
 # ---- what the search index reads (oloproof.store.search) ---------------------------------------

@@ -27,16 +27,16 @@ import dataclasses
 import math
 import re
 import reprlib
-from typing import Any
+from typing import Any, get_args
 
 import msgspec
 
 from oloproof.errors import RecordError
+from oloproof.events import EvidenceKind, StepKind, TerminalStatus
 
-STEP_KINDS = frozenset(
-    {"message", "tool_call", "tool_result", "observation", "decision", "final", "handoff"}
-)
-TERMINAL_STATUSES = frozenset({"success", "failure", "unknown"})
+#: the values the log's Literal-typed fields may hold (oloproof.events): one list, read by both
+STEP_KINDS = frozenset(get_args(StepKind))
+TERMINAL_STATUSES = frozenset(get_args(TerminalStatus))
 
 AGENT_TRAJECTORY_V1 = "agent_trajectory/v1"
 ENVIRONMENT_STATE_V1 = "environment_state/v1"
@@ -45,7 +45,7 @@ EFFECT_LEDGER_V1 = "effect_ledger/v1"
 #: tool access, waits, continuity, deadlines and deliverables (``current_case().access`` …)
 RELEASE_EVIDENCE_V1 = "release_evidence/v1"
 KNOWN_RECORDS = (AGENT_TRAJECTORY_V1, ENVIRONMENT_STATE_V1, EFFECT_LEDGER_V1, RELEASE_EVIDENCE_V1)
-EVIDENCE_KINDS = ("access", "wait", "continuity", "deadline", "deliverable")
+EVIDENCE_KINDS: tuple[str, ...] = get_args(EvidenceKind)
 
 
 class _StepHead(msgspec.Struct, frozen=True):

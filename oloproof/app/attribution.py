@@ -33,8 +33,9 @@ from oloproof.app.project import Project, load_project, suite_from_stored
 from oloproof.config.locate import validate_model
 from oloproof.errors import ConfigError, CorruptLogError, UsageError
 from oloproof.evaluate.attribution import Attribution, AttributionSettings, attribute
-from oloproof.events import AttributionRecorded, ReplayStarted, canonical_json, decode_stream, encode, tag_of
+from oloproof.events import AttributionRecorded, ReplayStarted, canonical_json
 from oloproof.store.base import EventStore, StreamAppend
+from oloproof.store.log import EventLog
 from oloproof.views import NO_REPLAYS, CaseView, ReplayView, fold_replay
 
 STREAM = "attribution/"
@@ -75,18 +76,15 @@ def latest_attribution(store: EventStore, run_id: str, case_id: str) -> dict[str
     """The latest stored attribution of a case, or None. Its stream's chain is checked first:
     a record altered in the log is refused (CorruptLogError), never used."""
     stream = f"{STREAM}{run_id}/{case_id}"
-    stored = store.read_stream(stream)
-    if not stored:
+    if store.head(stream) is None:
         return None
     report = store.verify(streams=[stream])
     if report.problems:
         p = report.problems[0]
         raise CorruptLogError(f"{p.stream} #{p.seq}: {p.problem} (the attribution was altered in the log; "
                               "'oloproof audit verify' names what else is)")
-    event = decode_stream(stream, [stored[-1].payload], stored[-1].seq)[0]
-    if not isinstance(event, AttributionRecorded):
-        raise CorruptLogError(f"stream {stream!r} #{stored[-1].seq} is not an attribution")
-    return event.attribution
+    event = EventLog(store).last_of(stream, AttributionRecorded, "an attribution")
+    return None if event is None else event.attribution
 
 
 def attribute_case(store: EventStore, project: Project, run_ref: str, case_id: str, *,
@@ -116,9 +114,8 @@ def attribute_case(store: EventStore, project: Project, run_ref: str, case_id: s
     if control is not None:
         record["recoverability"], probes = bisect(store, project, run, suite, view, control,
                                                   attribution, timeout=timeout)
-    from oloproof.app.runs import append_event
-
-    append_event(store, f"{STREAM}{run_id}/{view.case_id}", AttributionRecorded(run_id, view.case_id, record, clock()))
+    EventLog(store).append_at_end(f"{STREAM}{run_id}/{view.case_id}",
+                                  AttributionRecorded(run_id, view.case_id, record, clock()))
     return AttributionResult(run_id, view.case_id, record, verdicts, probes)
 
 
@@ -178,13 +175,14 @@ def _probe(store: EventStore, slot: Any, code: str, view: CaseView, checkpoint: 
     from oloproof.replay.engine import PREFIX, run_replay
     from oloproof.replay.plan import Plan
 
+    log = EventLog(store)
     for attempt in range(1000):
         key = _probe_key(slot, code, view, checkpoint, attempt)
         stream = PREFIX + key
-        stored = store.read_stream(stream)
-        if not stored:
+        events = log.read(stream)
+        if not events:
             break
-        replay = fold_replay(decode_stream(stream, [e.payload for e in stored]), stream)
+        replay = fold_replay(events, stream)
         if replay.error_kind is None:
             return replay  # a probe that ran through is reused; one that errored is run again
     plan = Plan(checkpoint, checkpoint.step_index)
@@ -196,9 +194,10 @@ def _probe(store: EventStore, slot: Any, code: str, view: CaseView, checkpoint: 
                             checkpoint_step=checkpoint.step_index, checkpoint_id=checkpoint.id,
                             checkpoint_digest=plan.digest, method="replayable" if slot.replayable else "tape",
                             code_digest=code)
-    payloads, types = [encode(started), *payloads], [tag_of(started), *types]
-    store.commit([StreamAppend(stream, 0, payloads, types)])
-    return fold_replay(decode_stream(stream, payloads), stream)
+    head, head_type = log.codec.pack([started])
+    payloads, types = [*head, *payloads], [*head_type, *types]
+    log.commit([StreamAppend(stream, 0, payloads, types)])
+    return fold_replay(log.unpack(stream, payloads), stream)
 
 
 def _finishes_correctly(suite: Any, view: CaseView, replay: ReplayView) -> tuple[bool, str]:

@@ -26,19 +26,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from oloproof.errors import CorruptLogError
-from oloproof.events import (
-    RunFinished,
-    RunSealed,
-    RunStarted,
-    decode,
-    encode,
-    seal_digest,
-    UPCAST_TARGETS,
-    stored_tag,
-    tag_of,
-)
+from oloproof.events import CODEC, RunFinished, RunSealed, RunStarted, seal_digest, stored_tag
 from oloproof.replay.engine import PREFIX
-from oloproof.store.base import EventStore, StreamAppend
+from oloproof.store.base import EventStore
+from oloproof.store.log import EventLog
 
 HEAD = 16  # hex digits of a stream's head kept in the seal, to name a rewritten stream
 
@@ -94,7 +85,7 @@ def seal(store: EventStore, run_id: str, *, case_count: int, replay_streams: set
         replays={s[len(PREFIX):]: [n, d[:HEAD]] for s, (n, d) in sorted(heads.items()) if s.startswith(PREFIX)},
         scheme=store.scheme, digest=seal_digest(run_id, run_stream, heads, store.key),
     )
-    store.commit([StreamAppend(run_id, run_stream[0], [encode(event)], [tag_of(event)])])
+    EventLog(store).append(run_id, run_stream[0], [event])
     return event
 
 
@@ -134,7 +125,7 @@ def audit_run(store: EventStore, run_id: str, *, chains: bool = True) -> RunAudi
     events = []
     for ev in stored:
         try:
-            events.append(decode(ev.payload))
+            events.append(CODEC.decode(ev.payload))
         except Exception as e:
             problems.append(f"{run_id} #{ev.seq}: payload cannot be decoded ({_short(e)})")
             return audit
@@ -198,7 +189,7 @@ def current_digest(store: EventStore, audit: RunAudit) -> str | None:
     if audit.sealed is None:
         return None
     stored = store.read_stream(audit.run_id)
-    seal_at = next(i for i, ev in enumerate(stored) if ev.type == tag_of(audit.sealed))
+    seal_at = next(i for i, ev in enumerate(stored) if ev.type == CODEC.tag_of(audit.sealed))
     return seal_digest(audit.run_id, (seal_at, stored[seal_at - 1].digest),
                        _heads(store, audit.run_id, sealed_replays(audit.sealed)), store.key)
 
@@ -207,8 +198,8 @@ def written_tag(ev: Any, event: Any) -> str:
     """The type a stored event was written with: its decoded tag — or, when that tag is one an
     older event is upcast to, the payload's own ``type`` (read again only then: a type column
     rewritten from ``case_finished.v1`` to ``.v2`` is a disagreement too)."""
-    tag = tag_of(event)
-    return stored_tag(ev.payload) if tag in UPCAST_TARGETS else tag
+    tag = CODEC.tag_of(event)
+    return stored_tag(ev.payload) if tag in CODEC.upcast_targets else tag
 
 
 def _deep_check(store: EventStore, prefixes: list[str], streams: list[str]) -> list[str]:
@@ -218,7 +209,7 @@ def _deep_check(store: EventStore, prefixes: list[str], streams: list[str]) -> l
     for source in sources:
         for ev in source:
             try:
-                tag = written_tag(ev, decode(ev.payload))
+                tag = written_tag(ev, CODEC.decode(ev.payload))
             except Exception as e:
                 out.append(f"{ev.stream} #{ev.seq}: payload cannot be decoded ({_short(e)})")
                 continue

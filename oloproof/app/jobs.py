@@ -18,7 +18,7 @@ import msgspec
 from oloproof.app.projections import case_rows
 from oloproof.evaluate.engine import CaseResult, SuiteEvaluation
 from oloproof.evaluate.state import PathCheck
-from oloproof.events import decode_many
+from oloproof.events import CODEC
 from oloproof.recorder.jobs import JobKind
 from oloproof.recorder.record import (
     CaseArgs,
@@ -75,7 +75,7 @@ def _suite(slot: SystemSlot, args: JudgeArgs) -> SuiteEvaluation:
 def _judged(slot: SystemSlot, args: JudgeArgs, record: CaseRecord) -> JudgedCase:
     suite = _suite(slot, args)
     stream = f"{args.case.run_id}/{record.case_id}"
-    view = fold_case(decode_many(record.payloads), stream)
+    view = fold_case(CODEC.decode_stream(stream, record.payloads), stream)
     result = suite.evaluate(view, replays=NO_REPLAYS, pair_source=None)
     rows = case_rows(args.case.run_id, view, result, suite.criteria, args.eval_key)
     evaluations = rows["evaluations"]

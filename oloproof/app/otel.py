@@ -27,16 +27,17 @@ from oloproof.config.limits import case_id_problem
 from oloproof.config.otlp import ImportedCase, cases_of_trace, iter_traces
 from oloproof.errors import CaseFileError
 from oloproof.events import (
+    CODEC,
     CaseFinished,
     CaseStarted,
     RunStarted,
     TrajectoryRecorded,
+    canonical_json,
     case_fingerprint,
-    encode,
-    tag_of,
 )
 from oloproof.records import AGENT_TRAJECTORY_V1, validate_steps
 from oloproof.store.base import EventStore, StoredEvent, StreamAppend
+from oloproof.store.log import EventLog
 
 #: cases written per transaction
 BATCH = 500
@@ -94,7 +95,7 @@ def _case_events(run_id: str, position: int, case: ImportedCase, fingerprint: st
                          TrajectoryRecorded(case.terminal_status, case.truncated, case.step_limit, len(case.steps)),
                          CaseFinished(case.output if isinstance(case.output, dict) or case.output is None
                                       else {"output": case.output})]
-    return [encode(e) for e in events], [tag_of(e) for e in events]
+    return CODEC.pack(events)
 
 
 def import_traces(store: EventStore, files: list[Path], *, system: str | None = None,
@@ -137,14 +138,15 @@ def _import(store: EventStore, files: list[Path], system: str | None, version: s
 
     def started(count: int, digest: str) -> RunStarted:
         return RunStarted(run_id=run_id, system_name=name, system_version=version, records=[AGENT_TRAJECTORY_V1],
-                          config=config, config_digest=hashlib.sha256(encode(config)).hexdigest(),
+                          config=config, config_digest=hashlib.sha256(canonical_json(config)).hexdigest(),
                           cases_path=labels[:200], suite_digest=digest, case_count=count,
                           started_at=when, previous_seal=previous)
 
     when, previous = clock(), latest_seal(store)
     projector = RunProjector(store)  # the derived rows, as a run writes them
     header = started(0, "")
-    projector(run_id, [StoredEvent(run_id, 0, tag_of(header), encode(header), "")])
+    (payload,), (tag,) = CODEC.pack([header])
+    projector(run_id, [StoredEvent(run_id, 0, tag, payload, "")])
     suite = hashlib.sha256()
     count = unmapped = 0
     appends: list[StreamAppend] = []
@@ -167,7 +169,7 @@ def _import(store: EventStore, files: list[Path], system: str | None, version: s
             appends, rows = [], {}
     store.commit(appends, rows)
     run = started(count, suite.hexdigest())
-    store.commit([StreamAppend(run_id, 0, [encode(run)], [tag_of(run)])])
+    EventLog(store).append(run_id, 0, [run])
     sealed = seal(store, run_id, case_count=count, replay_streams=set(), clock=clock)
     store.commit((), {"runs": [run_row(run, sealed)]})
     return ImportOutcome(run_id, name, version, count, spans[0], unmapped, sealed.digest)

@@ -14,8 +14,9 @@ from typing import Any
 
 from oloproof.errors import CorruptLogError
 from oloproof.evaluate.engine import CaseResult
-from oloproof.events import RunFinished, RunSealed, RunStarted, canonical_json, decode_stream
+from oloproof.events import RunFinished, RunSealed, RunStarted, canonical_json
 from oloproof.store.base import EventStore, StoredEvent
+from oloproof.store.log import EventLog
 from oloproof.views import CaseView, fold_case
 
 
@@ -82,6 +83,7 @@ class RunProjector:
 
     def __init__(self, store: EventStore):
         self.store = store
+        self.log = EventLog(store)
         self._runs: dict[str, tuple[Any, str]] = {}
 
     def __call__(self, stream: str, stored: list[StoredEvent]) -> dict[str, list[tuple]]:
@@ -93,7 +95,7 @@ class RunProjector:
             # replays are read through the replay cache, pins and attributions where they are
             # used: they project no rows
             return {}
-        events = decode_stream(stream, [e.payload for e in stored], stored[0].seq)
+        events = self.log.decoded(stored)
         run_id, sep, _ = stream.partition("/")
         if not sep:
             started = events[0]

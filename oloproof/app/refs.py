@@ -8,9 +8,10 @@ import re
 from typing import Any, Callable
 
 from oloproof.app.runs import StoredRun, append_event, load_run, run_headers
-from oloproof.errors import CorruptLogError, UsageError
-from oloproof.events import RunPinned, decode_stream
+from oloproof.errors import UsageError
+from oloproof.events import RunPinned
 from oloproof.store.base import EventStore
+from oloproof.store.log import EventLog
 
 PIN = "pin/"
 PIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -29,13 +30,8 @@ def pin_run(store: EventStore, run_id: str, name: str, clock: Callable[[], str])
 
 
 def pinned(store: EventStore, name: str) -> str | None:
-    stored = store.read_stream(PIN + name)
-    if not stored:
-        return None
-    last = decode_stream(PIN + name, [stored[-1].payload], stored[-1].seq)[0]
-    if not isinstance(last, RunPinned):
-        raise CorruptLogError(f"stream {PIN + name!r} #{stored[-1].seq} is not a pin")
-    return last.run_id
+    last = EventLog(store).last_of(PIN + name, RunPinned, "a pin")
+    return None if last is None else last.run_id
 
 
 def pins(store: EventStore) -> dict[str, str]:

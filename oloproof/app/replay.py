@@ -20,7 +20,7 @@ from oloproof.errors import UsageError
 from oloproof.evaluate.engine import SuiteEvaluation
 from oloproof.evaluate.fault import replay_ledger
 from oloproof.evaluate.release import ledger_counts
-from oloproof.events import decode_many
+from oloproof.events import CODEC
 from oloproof.recorder.executors import Executor, SerialExecutor
 from oloproof.recorder.jobs import Job
 from oloproof.recorder.record import contained_exit
@@ -168,7 +168,7 @@ def replay_run(store: EventStore, project_dir: str, run_id: str, fault_spec: str
                     if new:
                         store.commit([StreamAppend(x.stream, 0, x.payloads, x.types) for x in new])
                     executed += len(new)
-                    extra = {x.stream[len(PREFIX):]: fold_replay(decode_many(x.payloads), x.stream) for x in streams}
+                    extra = {x.stream[len(PREFIX):]: fold_replay(CODEC.decode_stream(x.stream, x.payloads), x.stream) for x in streams}
                     judge(done.job.tag, cache.collect(done.job.tag, [spec], extra=extra))
         stopped = False
     finally:

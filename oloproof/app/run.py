@@ -60,10 +60,6 @@ from oloproof.events import (
     RunSealed,
     RunStarted,
     canonical_json,
-    decode_many,
-    decode_stream,
-    encode,
-    tag_of,
 )
 from oloproof.recorder.executors import Executor, SerialExecutor
 from oloproof.recorder.jobs import Done, Job
@@ -72,6 +68,7 @@ from oloproof.replay.cache import ReplayCache
 from oloproof.replay.engine import PREFIX, REPLAY_JOB, ReplayArgs
 from oloproof.replay.plan import Needed
 from oloproof.store.base import EventStore, StreamAppend
+from oloproof.store.log import EventLog
 from oloproof.views import NO_REPLAYS, CaseView, Replays, fold_case, fold_replay
 
 Progress = Callable[[int, int], None]
@@ -143,6 +140,7 @@ class _Driver:
                  *, keep_cases: bool, progress: Progress | None, on_case: Callable[[CaseResult], None] | None,
                  clock: Callable[[], str], outputs: Sequence[str | Path] = ()):
         self.project, self.system, self.store, self.executor = project, system, store, executor
+        self.log = EventLog(store)
         # what the run writes is no input of its system: its log (a store on disk has a path)
         # and the files the caller names (--json)
         self.outputs = [*outputs, *([store.path] if getattr(store, "path", None) else [])]
@@ -194,8 +192,7 @@ class _Driver:
             files=input_files(p, s.factory.target, self.outputs),
             selection=p.selection or {},
         )
-        self.store.commit([StreamAppend(run_id, 0, [encode(started)], [tag_of(started)])],
-                          {"runs": [run_row(started, None)]})
+        self.log.append(run_id, 0, [started], {"runs": [run_row(started, None)]})
         return run_id
 
     def resume(self, run_id: str, info: SuiteInfo) -> None:
@@ -225,8 +222,7 @@ class _Driver:
         if problems:
             raise UsageError(f"cannot resume run {s.run_id!r}: " + "; ".join(problems)
                              + ". Start a new run instead.")
-        ev = RunResumed(run_id, self.clock())
-        self.store.commit([StreamAppend(run_id, stored.length, [encode(ev)], [tag_of(ev)])])
+        self.log.append(run_id, stored.length, [RunResumed(run_id, self.clock())])
 
     def finish(self) -> RunSealed:
         """Seal the run: the streams it wrote and relied on, and the digest over them."""
@@ -255,8 +251,7 @@ class _Driver:
                     stream = f"{self.run_id}/{trial_case_id(sc.id, trial)}"
                     stored = self.store.read_stream(stream)
                     if stored:
-                        payloads = [e.payload for e in stored]
-                        self._recorded(fold_case(decode_stream(stream, payloads), stream), payloads)
+                        self._recorded(fold_case(self.log.decoded(stored), stream), [e.payload for e in stored])
                         yield None
                         continue
                 yield position, sc, trial
@@ -316,10 +311,11 @@ class _Driver:
             if judged is not None and judged.case_row is not None and judged.result is not None:
                 self._judged(judged, done.job.arg.case)
                 if self.watch - self.called:  # judged elsewhere: read its calls from its events
-                    self._saw(fold_case(decode_many(rec.payloads), f"{self.run_id}/{rec.case_id}"))
+                    stream = f"{self.run_id}/{rec.case_id}"
+                    self._saw(fold_case(self.log.unpack(stream, rec.payloads), stream))
             else:
                 stream = f"{self.run_id}/{rec.case_id}"
-                self._recorded(fold_case(decode_many(rec.payloads), stream), rec.payloads)
+                self._recorded(fold_case(self.log.unpack(stream, rec.payloads), stream), rec.payloads)
 
     def _saw(self, view: CaseView) -> None:
         """The tools a case called, of those :attr:`watch` waits for."""
@@ -372,7 +368,8 @@ class _Driver:
         new = list({s.stream: s for s in result.streams if self.store.stream_length(s.stream) == 0}.values())
         if new:  # the case's replays, in one transaction
             self.store.commit([StreamAppend(s.stream, 0, s.payloads, s.types) for s in new])
-        extra = {s.stream[len(PREFIX):]: fold_replay(decode_many(s.payloads), s.stream) for s in result.streams}
+        extra = {s.stream[len(PREFIX):]: fold_replay(self.log.unpack(s.stream, s.payloads), s.stream)
+                 for s in result.streams}
         self.replay_streams.update(s.stream for s in result.streams)
         self._ready(view, self.replays.collect(view, self.suite.fault_specs, extra=extra))
 

@@ -6,8 +6,9 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from oloproof.errors import CorruptLogError, UsageError
-from oloproof.events import CaseStarted, RunFinished, RunResumed, RunSealed, RunStarted, decode, decode_stream
+from oloproof.events import CaseStarted, RunFinished, RunResumed, RunSealed, RunStarted
 from oloproof.store.base import EventStore
+from oloproof.store.log import EventLog
 from oloproof.views import CaseView, fold_case
 
 
@@ -45,7 +46,7 @@ def load_run(store: EventStore, run_id: str) -> StoredRun:
         known = [r.run_id for r in run_headers(store)]
         hint = f"; known runs: {', '.join(known[-5:])}" if known else "; the log has no runs yet"
         raise UsageError(f"no run {run_id!r} in the log{hint}")
-    events = decode_stream(run_id, [e.payload for e in stored])
+    events = EventLog(store).decoded(stored)
     if not isinstance(events[0], RunStarted):
         raise CorruptLogError(f"run stream {run_id!r} does not begin with run_started")
     finished = next((e for e in events if isinstance(e, RunSealed)), None) or \
@@ -58,12 +59,9 @@ def run_headers(store: EventStore) -> list[RunStarted]:
     """The ``run_started`` event of every run in the log, oldest first (read from the events:
     the ``runs`` table may lag behind a run in progress)."""
     out = []
+    log = EventLog(store)
     for name in store.root_streams():
-        head = store.first_event(name)
-        try:
-            event = decode(head.payload) if head else None
-        except Exception as e:
-            raise CorruptLogError(f"event {name!r} #0 cannot be decoded: {e}") from e
+        event = log.first(name)
         if isinstance(event, RunStarted):
             out.append(event)
     return sorted(out, key=lambda r: (r.started_at, r.run_id))
@@ -83,14 +81,13 @@ def resolve_run(store: EventStore, run: str) -> str:
 
 def iter_case_views(store: EventStore, run_id: str) -> Iterator[CaseView]:
     """Every committed case of a run, folded from its events (in stream order)."""
-    for stream, payloads in store.iter_streams(run_id + "/"):
-        yield fold_case(decode_stream(stream, payloads), stream)
+    for stream, events in EventLog(store).streams(run_id + "/"):
+        yield fold_case(events, stream)
 
 
 def iter_case_heads(store: EventStore, run_id: str) -> Iterator[CaseStarted]:
     """The ``case_started`` event of every committed case of a run, in stream order."""
-    for stream, payload in store.stream_heads(run_id + "/"):
-        event = decode_stream(stream, [payload])[0]
+    for stream, event in EventLog(store).heads(run_id + "/"):
         if not isinstance(event, CaseStarted):
             raise CorruptLogError(f"stream {stream!r}: a case stream must begin with case_started")
         yield event
@@ -102,7 +99,7 @@ def find_case_view(store: EventStore, run_id: str, case_id: str) -> CaseView | N
     stored = store.read_stream(stream)
     if not stored:
         return None
-    return fold_case(decode_stream(stream, [e.payload for e in stored]), stream)
+    return fold_case(EventLog(store).decoded(stored), stream)
 
 
 def case_view(store: EventStore, run_id: str, case_id: str) -> CaseView:
@@ -136,22 +133,8 @@ def list_runs(store: EventStore) -> list[dict]:
 
 def append_event(store: EventStore, stream: str, event: Any, attempts: int = 20) -> None:
     """Append one event at the end of ``stream``, whatever another process appended there
-    meanwhile (two ``attribute`` or ``runs --pin`` at once: both land, in some order)."""
-    import time
-
-    from oloproof.errors import DuplicateEventError
-    from oloproof.events import encode, tag_of
-    from oloproof.store.base import StreamAppend
-
-    payload, tag = encode(event), tag_of(event)
-    for attempt in range(attempts):
-        try:
-            store.commit([StreamAppend(stream, store.stream_length(stream), [payload], [tag])])
-            return
-        except DuplicateEventError:
-            if attempt == attempts - 1:
-                raise
-            time.sleep(0.01 * (attempt + 1))
+    meanwhile (see :meth:`EventLog.append_at_end`)."""
+    EventLog(store).append_at_end(stream, event, attempts)
 
 
 def refresh_search(store: EventStore) -> None:

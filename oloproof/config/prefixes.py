@@ -43,7 +43,7 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import msgspec
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -53,14 +53,14 @@ from oloproof.config.files import open_regular
 from oloproof.config.limits import quoted
 from oloproof.config.locate import load_yaml, validate_model
 from oloproof.errors import CaseFileError, ConfigError
-from oloproof.events import case_fingerprint
+from oloproof.events import StepKind, case_fingerprint
 
 #: frozen content above this many bytes of JSON goes to a sidecar file
 SIDECAR_THRESHOLD = 8 * 1024
 #: the most a sidecar may hold (docs/input-limits.md)
 MAX_SIDECAR = 256 * 1024 * 1024
 MAX_PATTERN = 500
-STEP_KINDS = ("message", "tool_call", "tool_result", "observation", "decision", "final", "handoff")
+STEP_KINDS: tuple[str, ...] = get_args(StepKind)  # the log's own list (oloproof.events)
 
 
 class _Strict(BaseModel):

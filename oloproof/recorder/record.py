@@ -37,14 +37,13 @@ from oloproof.config.cases import SuiteCase
 from oloproof.config.limits import trial_case_id
 from oloproof.errors import Interrupted, RecordError
 from oloproof.events import (
+    CODEC,
     CaseFinished,
     CaseStarted,
     CheckpointRecorded,
     EnvironmentStateRecorded,
     Event,
     StepRecorded,
-    encode,
-    tag_of,
 )
 from oloproof.recorder.case import CaseRecorder, exception_text, install_task_factory, keep_ends
 from oloproof.recorder.jobs import JobKind
@@ -220,7 +219,7 @@ def _finish(slot: SystemSlot, recorder: CaseRecorder, output: Any, error: str | 
                 tb = user_traceback(e)
     try:
         _check_values(events)
-        payloads = [encode(ev) for ev in events]
+        payloads, types = CODEC.pack(events)
     except UnfitValue as e:
         return Recording([], [], None, str(e), "invalid_record")
     except (TypeError, ValueError, OverflowError, RecursionError):
@@ -233,7 +232,7 @@ def _finish(slot: SystemSlot, recorder: CaseRecorder, output: Any, error: str | 
             output, error, kind = None, str(e), "invalid_record"
         except (TypeError, ValueError, OverflowError):
             return Recording([], [], None, _describe_unencodable(events, output), "invalid_record")
-    return Recording(payloads, [tag_of(ev) for ev in events], output, error, kind, output_json,
+    return Recording(payloads, types, output, error, kind, output_json,
                      tb if error is not None else None)
 
 
@@ -289,12 +288,12 @@ def _check(value: Any, ev: Event, field: str) -> None:
 def _describe_unencodable(events: list[Event], output: Any) -> str:
     for ev in events:
         try:
-            encode(ev)
+            CODEC.encode(ev)
         except (TypeError, ValueError, OverflowError, RecursionError) as e:
             if isinstance(ev, StepRecorded):
                 field = "result" if ev.kind == "tool_result" else "arguments"
                 return f"step {ev.index} ({ev.kind} {ev.tool_name or ''}).{field} is not JSON-serialisable: {e}"
-            return f"{tag_of(ev)} is not JSON-serialisable: {e}"
+            return f"{CODEC.tag_of(ev)} is not JSON-serialisable: {e}"
     try:
         encode_recorded(output, "output")
     except UnfitValue as e:
@@ -552,12 +551,12 @@ def failed_case(args: CaseArgs, error: str, kind: str) -> CaseRecord:
     ``case_timeout``): its start and its error."""
     sc = args.case
     events = [case_started(args.run_id, args.position, sc, args.trial), CaseFinished(None, error, kind)]
-    return CaseRecord(args.case_id, [encode(e) for e in events], [tag_of(e) for e in events])
+    return CaseRecord(args.case_id, *CODEC.pack(events))
 
 
 def _prepare(slot: SystemSlot, args: CaseArgs) -> tuple[bytes, Case, CaseRecorder]:
     sc = args.case
-    head = encode(case_started(args.run_id, args.position, sc, args.trial))  # before the agent can alter it
+    head = CODEC.encode(case_started(args.run_id, args.position, sc, args.trial))  # before the agent can alter it
     # sc was encoded above, so the system may have it as is; the sandbox gets a deep copy
     case = Case(sc.id, sc.input, sc.initial_state, sc.metadata)
     if sc.prefix is not None:  # a frozen prefix case (oloproof.recorder.prefix)
@@ -571,6 +570,7 @@ def _prepare(slot: SystemSlot, args: CaseArgs) -> tuple[bytes, Case, CaseRecorde
 
 
 _NAMED = ("reset_error", "snapshot_error", "invalid_record")
+_CASE_STARTED: str = CaseStarted.__struct_config__.tag  # type: ignore[assignment]
 
 
 def _case_record(args: CaseArgs, head: bytes, rec: Recording) -> CaseRecord:
@@ -579,8 +579,8 @@ def _case_record(args: CaseArgs, head: bytes, rec: Recording) -> CaseRecord:
         error = f"case {args.case_id!r}: {error}"  # the system's own exception is stored as it was raised
     output = msgspec.Raw(rec.output_json) if rec.output_json is not None else rec.output
     finished = CaseFinished(output, error, rec.error_kind, rec.traceback)
-    return CaseRecord(args.case_id, [head, *rec.payloads, encode(finished)],
-                      ["case_started.v1", *rec.types, tag_of(finished)])
+    (end,), (end_type,) = CODEC.pack([finished])
+    return CaseRecord(args.case_id, [head, *rec.payloads, end], [_CASE_STARTED, *rec.types, end_type])
 
 
 def _invocation(slot: SystemSlot, args: CaseArgs, case: Case) -> Callable[[], Any] | Recording:

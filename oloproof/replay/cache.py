@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator
 
-from oloproof.events import ReplayStarted, decode_stream
+from oloproof.events import ReplayStarted
 from oloproof.replay.engine import PREFIX
 from oloproof.replay.plan import FaultSpec, Needed, collect, keyed_version
 from oloproof.store.base import EventStore
+from oloproof.store.log import EventLog
 from oloproof.views import CaseView, FaultReplays, ReplayView, fold_replay
 
 
@@ -22,6 +23,7 @@ class ReplayCache:
     def __init__(self, store: EventStore, system_name: str, version: str, code_digest: str = "",
                  only: set[str] | None = None):
         self.store = store
+        self.log = EventLog(store)
         self.system_name = system_name
         self.version = keyed_version(version, code_digest)
         #: the replay streams that may be used (a sealed run's own), or None for any stored one
@@ -37,7 +39,7 @@ class ReplayCache:
         payloads = self.payloads(key)
         if payloads is None:
             return None
-        return fold_replay(decode_stream(PREFIX + key, payloads), PREFIX + key)
+        return fold_replay(self.log.unpack(PREFIX + key, payloads), PREFIX + key)
 
     def collect(self, case: CaseView, specs: Iterable[FaultSpec],
                 extra: dict[str, ReplayView] | None = None, missing: list[Needed] | None = None,
@@ -52,7 +54,7 @@ class ReplayCache:
                 return None
             if found is not None:
                 found[key] = payloads
-            return fold_replay(decode_stream(PREFIX + key, payloads), PREFIX + key)
+            return fold_replay(self.log.unpack(PREFIX + key, payloads), PREFIX + key)
 
         return collect(case, specs, self.system_name, self.version, lookup, missing)
 
@@ -60,14 +62,14 @@ class ReplayCache:
 def replays_of_case(store: EventStore, fingerprint: str, case_id: str) -> list[ReplayView]:
     """Every stored replay of a case (any system version), for the case panel."""
     out = []
-    for stream, payload in store.stream_heads(PREFIX):
-        head = decode_stream(stream, [payload])[0]
+    log = EventLog(store)
+    for stream, head in log.heads(PREFIX):
         if isinstance(head, ReplayStarted) and head.fingerprint == fingerprint and head.case_id == case_id:
-            out.append(fold_replay(decode_stream(stream, [e.payload for e in store.read_stream(stream)]), stream))
+            out.append(fold_replay(log.read(stream), stream))
     return out
 
 
 def all_replays(store: EventStore) -> Iterator[ReplayView]:
     """Every stored replay, one stream at a time."""
-    for stream, payloads in store.iter_streams(PREFIX):
-        yield fold_replay(decode_stream(stream, payloads), stream)
+    for stream, events in EventLog(store).streams(PREFIX):
+        yield fold_replay(events, stream)

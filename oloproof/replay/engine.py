@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 
 from oloproof.config.limits import split_trial
-from oloproof.events import ReplayFinished, ReplayStarted, decode_stream, encode, tag_of
+from oloproof.events import CODEC, ReplayFinished, ReplayStarted
 from oloproof.recorder.case import CaseRecorder
 from oloproof.recorder.jobs import JobKind
 from oloproof.recorder.record import Recording, arecord, record
@@ -113,8 +113,8 @@ def _finished(recorder: Any, rec: Recording, change: dict[str, Any] | None) -> t
     if change is not None and not injected and kind is None:
         error, kind = ("the fault could not be injected: the faulted call never went through "
                        "@tool (record the tools with @tool, or implement Replayable)"), "replay_error"
-    end = ReplayFinished(rec.output, error, kind, diverged, injected)
-    return [*rec.payloads, encode(end)], [*rec.types, tag_of(end)]
+    payloads, types = CODEC.pack([ReplayFinished(rec.output, error, kind, diverged, injected)])
+    return [*rec.payloads, *payloads], [*rec.types, *types]
 
 
 def run_replay(slot: SystemSlot, view: CaseView, plan: Plan, change: dict[str, Any] | None,
@@ -158,8 +158,8 @@ class ReplayStreams(msgspec.Struct, frozen=True):
 
 
 def _start(slot: SystemSlot, args: ReplayArgs) -> tuple[CaseView, dict[str, ReplayView], Any]:
-    view = fold_case(decode_stream(args.case_stream, args.case_payloads), args.case_stream)
-    known = {key: fold_replay(decode_stream(PREFIX + key, payloads), PREFIX + key)
+    view = fold_case(CODEC.decode_stream(args.case_stream, args.case_payloads), args.case_stream)
+    known = {key: fold_replay(CODEC.decode_stream(PREFIX + key, payloads), PREFIX + key)
              for key, payloads in args.cached.items()}
     specs = [FaultSpec(t, f) for t, f in args.specs]
     return view, known, replay_plan(view, specs, slot.name, keyed_version(slot.version, args.code_digest),
@@ -170,9 +170,10 @@ def _new(slot: SystemSlot, view: CaseView, args: ReplayArgs, needed: Needed,
          events: tuple[list[bytes], list[str]]) -> tuple[NewStream, ReplayView]:
     started = msgspec.structs.replace(replay_started(slot, view, args.case_stream, needed),
                                       code_digest=args.code_digest)
-    payloads, types = [encode(started), *events[0]], [tag_of(started), *events[1]]
+    head, head_type = CODEC.pack([started])
+    payloads, types = [*head, *events[0]], [*head_type, *events[1]]
     stream = PREFIX + needed.key
-    return NewStream(stream, payloads, types), fold_replay(decode_stream(stream, payloads), stream)
+    return NewStream(stream, payloads, types), fold_replay(CODEC.decode_stream(stream, payloads), stream)
 
 
 def replay_case(slot: SystemSlot, args: ReplayArgs, timeout: float | None) -> ReplayStreams:
