@@ -255,7 +255,7 @@ def _where(ev: Event, field: str) -> str:
         return f"step {ev.index} ({ev.kind} {ev.tool_name or ''}).{field}"
     if isinstance(ev, CheckpointRecorded):
         return f"checkpoint before step {ev.step_index}.{field}"
-    return f"{tag_of(ev)}.{field}"
+    return f"{CODEC.tag_of(ev)}.{field}"
 
 
 _Raw = msgspec.Raw
