@@ -181,3 +181,71 @@ def test_a_run_imports_neither_scipy_nor_numpy():
             "print(sorted(m for m in ('scipy', 'numpy') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+# -- the seeded bootstrap (numpy.random.Generator) and what imports numpy or scipy ------------
+
+def test_bootstrap_is_a_function_of_the_seed_and_never_of_global_state():
+    from fractions import Fraction
+
+    from oloproof.stats.passk import SEED, bootstrap_percentile
+
+    values = {Fraction(0): 3, Fraction(1, 10): 2, Fraction(2, 5): 5, Fraction(1): 30}
+    first = bootstrap_percentile(values)
+    np.random.seed(1)  # numpy's global state: not read
+    state = np.random.get_state()[1].copy()
+    assert bootstrap_percentile(values) == first  # same seed, the same interval, to the bit
+    assert (np.random.get_state()[1] == state).all()  # nor advanced
+    assert bootstrap_percentile(dict(reversed(list(values.items())))) == first  # nor the order
+    assert bootstrap_percentile(values, seed=SEED) == first
+    # a Generator passed in is used as it is: one built from the same seed gives the same
+    # interval, and it is advanced (a second draw from it is a new bootstrap)
+    rng = np.random.default_rng(SEED)
+    assert bootstrap_percentile(values, seed=rng) == first
+    again = [bootstrap_percentile(values, seed=rng) for _ in range(5)]
+    assert any(a != first for a in again)
+    # other seeds may give other ends (their Monte Carlo error), never a different kind of answer
+    others = {bootstrap_percentile(values, seed=s) for s in range(10)}
+    assert len(others) > 1
+    assert all(0 <= lo <= hi <= 1 for lo, hi in others)
+
+
+def test_bootstrap_of_two_values_against_the_exact_binomial_percentiles():
+    """Resampling n cases of which a share p passed, the bootstrap mean is Binomial(n, p)/n
+    exactly: the percentile ends must be its quantiles (scipy.stats.binom), give or take the
+    Monte Carlo error of the resamples (a lattice step)."""
+    from oloproof.stats.passk import bootstrap_percentile
+
+    for passed, n in [(30, 40), (2, 40), (7000, 10000), (1, 3)]:
+        resamples = 20_000
+        low, high = bootstrap_percentile({0.0: n - passed, 1.0: passed}, resamples=resamples)
+        ref_low = stats.binom.ppf(0.025, n, passed / n) / n
+        ref_high = stats.binom.ppf(0.975, n, passed / n) / n
+        assert abs(low - ref_low) <= 1 / n + 1e-12 and abs(high - ref_high) <= 1 / n + 1e-12, (passed, n)
+    assert bootstrap_percentile({1.0: 0}) is None
+
+
+def test_import_and_help_load_neither_numpy_nor_scipy():
+    """numpy and scipy are dependencies, loaded only where a statistic needs one: never by
+    ``import oloproof`` or ``oloproof --help`` (a fresh process each)."""
+    import subprocess
+    import sys
+
+    probe = "import sys; print(sorted(m for m in ('scipy', 'numpy') if m in sys.modules))"
+    for setup in ("import oloproof",
+                  "import oloproof.stats, oloproof.stats.passk, oloproof.stats.clusters, oloproof.stats.paired",
+                  # the CLI's own group, as the console script runs it (main() ends with os._exit)
+                  "from oloproof.cli.main import cli\ntry:\n    cli(['--help'], prog_name='oloproof')\n"
+                  "except SystemExit:\n    pass",
+                  "from oloproof.cli.main import cli\ntry:\n    cli(['run', '--help'], prog_name='oloproof')\n"
+                  "except SystemExit:\n    pass"):
+        out = subprocess.run([sys.executable, "-c", f"{setup}\n{probe}"], capture_output=True, text=True,
+                             check=True).stdout
+        assert out.strip().splitlines()[-1] == "[]", setup
+    # the real entry point, through -X importtime (every module imported, as it happens)
+    out = subprocess.run([sys.executable, "-X", "importtime", "-m", "oloproof", "--help"], capture_output=True,
+                         text=True, check=True)
+    assert "Usage" in out.stdout
+    imported = {line.rsplit("|", 1)[-1].strip().split(".")[0] for line in out.stderr.splitlines()
+                if line.startswith("import time:")}
+    assert "click" in imported and not imported & {"numpy", "scipy"}

@@ -1,9 +1,12 @@
 """The regularized incomplete beta function and its inverse, in plain Python.
 
 Every interval Oloproof reports comes down to these two: Clopper–Pearson bounds are beta
-quantiles, a binomial tail is an incomplete beta. Computing them here (rather than importing
-``scipy.special``, a quarter of a second) keeps a run's start-up light; the tests check them
-against scipy to 1e-12.
+quantiles, a binomial tail is an incomplete beta. They stay hand-written because a benchmark
+says they pay (``bench/stats_imports.py``; docs/architecture.md, "Statistics: numpy and scipy,
+and where hand-written code stays"): a run computes a few dozen of them, some 4 ms here,
+while importing ``scipy.special`` alone costs a run about 140 ms — scipy is 8–50× faster per
+call, but its import is paid back only after 1,000 to 24,000 calls in one process. scipy
+stays the oracle: the tests check these against ``scipy.special`` to 1e-12.
 
 * :func:`betainc` — ``I_x(a, b)`` by the continued fraction of Numerical Recipes (§6.4),
   evaluated with the modified Lentz method on whichever side converges fast;

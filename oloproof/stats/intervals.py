@@ -1,7 +1,8 @@
 """Exact binomial intervals with missing cases kept in the denominator (SPEC §5.1).
 
 Pure functions, no I/O. The beta quantiles come from :mod:`oloproof.stats.beta` (checked
-against scipy in the tests), so a run does not pay for importing scipy.
+against scipy in the tests), so a run does not pay for importing scipy (see that module for
+the figures).
 """
 
 from __future__ import annotations

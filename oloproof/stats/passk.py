@@ -32,22 +32,27 @@ apply). As with rates (SPEC §5.1):
   cases applies. (A percentile bootstrap would claim [100 %, 100 %] for a suite that passed
   every trial, whatever its size.)
 * ``case_bootstrap_percentile`` — otherwise (some case observed in more than k trials): a
-  case-level bootstrap, :data:`RESAMPLES` resamples with the fixed seed :data:`SEED` (so the
-  same cases give the same interval, on any executor), percentile interval.
+  case-level bootstrap, :data:`RESAMPLES` resamples drawn by a ``numpy.random.Generator``
+  seeded with the fixed :data:`SEED` (so the same cases give the same interval, on any
+  executor), percentile interval.
 
-Pure Python, no I/O; the inputs are counts, so the result does not depend on the order the
-cases came in.
+No I/O; the inputs are counts, so the result does not depend on the order the cases came in.
+numpy is imported only when a bootstrap is drawn: a run whose cases each have exactly k trials
+(every run) never loads it.
 """
 
 from __future__ import annotations
 
 import math
-import random
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from oloproof.stats.intervals import ALPHA, clopper_pearson
+
+if TYPE_CHECKING:
+    from numpy.random import Generator
 
 EXACT = "clopper_pearson_cases"
 BOOTSTRAP = "case_bootstrap_percentile"
@@ -73,20 +78,35 @@ def pass_hat_k(cases: Iterable[tuple[int, int]], k: int) -> float | None:
     return float(sum(values, Fraction(0)) / len(values)) if values else None
 
 
-def bootstrap_percentile(values: Mapping[Fraction | float, int], *, resamples: int = RESAMPLES,
-                         seed: int = SEED, alpha: float = ALPHA) -> tuple[float, float] | None:
+def bootstrap_percentile(values: Mapping[Fraction, int] | Mapping[float, int], *, resamples: int = RESAMPLES,
+                         seed: int | Generator = SEED, alpha: float = ALPHA) -> tuple[float, float] | None:
     """The percentile interval of the mean of ``values`` (value -> how many cases have it) by
-    a case-level bootstrap: ``resamples`` samples of as many cases, drawn with replacement
-    with a ``random.Random(seed)``. Of the sorted resampled means, the ends leave
-    ``floor(resamples·alpha/2)`` means outside on either side. None for no case."""
-    population = [float(v) for v, n in sorted(values.items()) for _ in range(n)]
-    size = len(population)
+    a case-level bootstrap: ``resamples`` samples of as many cases, drawn with replacement.
+    Of the sorted resampled means, the ends leave ``floor(resamples·alpha/2)`` means outside
+    on either side. None for no case.
+
+    ``seed``: an int, from which ``numpy.random.default_rng`` builds a fresh generator (the
+    same int, the same interval), or a ``numpy.random.Generator`` used as it is (and advanced);
+    never numpy's global state. A resample is drawn as the number of cases of each distinct
+    value — ``Generator.multinomial(cases, shares)``, the same distribution as drawing cases
+    one by one — so the cost grows with the distinct values, not with the cases.
+    """
+    items = sorted((float(v), n) for v, n in values.items() if n)
+    size = sum(n for _, n in items)
     if size == 0:
         return None
-    rng = random.Random(seed)
-    means = sorted(math.fsum(rng.choices(population, k=size)) / size for _ in range(resamples))
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    points = np.array([v for v, _ in items])
+    shares = np.array([n for _, n in items], dtype=float) / size
+    counts = rng.multinomial(size, shares, size=resamples)
+    # an elementwise product and a row sum, not a BLAS matrix product (whose summation order
+    # may depend on the machine and its threads): the same cases and the same numpy give the
+    # same bits on any executor (numpy does not promise a Generator's stream across releases)
+    means = np.sort((counts * points).sum(axis=1) / size)
     cut = math.floor(resamples * alpha / 2)
-    return means[cut], means[resamples - 1 - cut]
+    return float(means[cut]), float(means[resamples - 1 - cut])
 
 
 @dataclass(frozen=True)
