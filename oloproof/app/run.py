@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
-import re
 import secrets
 import signal
 import threading
@@ -64,6 +63,7 @@ from oloproof.events import (
 from oloproof.recorder.executors import Executor, SerialExecutor
 from oloproof.recorder.jobs import Done, Job
 from oloproof.recorder.record import CASE_JOB, CaseArgs, contained_exit
+from oloproof.recorder.registry import REGISTRY, ExecutorFlags, executor_kind
 from oloproof.replay.cache import ReplayCache
 from oloproof.replay.engine import PREFIX, REPLAY_JOB, ReplayArgs
 from oloproof.replay.plan import Needed
@@ -72,8 +72,6 @@ from oloproof.store.log import EventLog
 from oloproof.views import NO_REPLAYS, CaseView, Replays, fold_case, fold_replay
 
 Progress = Callable[[int, int], None]
-MAX_CONCURRENCY = 10_000  # slots in one process
-MAX_WORKERS = 1024  # worker processes (or LocalCluster workers)
 
 
 def new_run_id() -> str:
@@ -534,41 +532,18 @@ def code_changed(store: EventStore, system: LoadedSystem, project: Project | Non
 
 def make_executor(*, concurrency: int | None = None, workers: int | None = None, executor: str | None = None,
                   scheduler: str | None = None) -> Executor:
-    """The executor the command line asks for (SPEC §17): ``--concurrency N`` (in-process),
-    ``--workers N`` (processes), ``--executor dask`` (a LocalCluster of ``--workers`` workers)
-    or ``--scheduler tcp://HOST:PORT`` (an existing Dask cluster)."""
-    if concurrency is not None and not 1 <= concurrency <= MAX_CONCURRENCY:
-        raise UsageError(f"--concurrency {concurrency}: must be between 1 and {MAX_CONCURRENCY}")
-    if workers is not None and not 1 <= workers <= MAX_WORKERS:
-        raise UsageError(f"--workers {workers}: must be between 1 and {MAX_WORKERS}")
-    dask = executor == "dask" or scheduler is not None
-    if executor not in (None, "serial", "dask"):
-        raise UsageError(f"--executor {executor!r}: one of serial, dask")
-    if dask:
-        if concurrency not in (None, 1):
-            raise UsageError("--concurrency runs cases in this process; with Dask, size the cluster with "
-                             "--workers (LocalCluster) or run one at the scheduler")
-        if scheduler is not None and workers is not None:
-            raise UsageError("--workers sizes the LocalCluster that --executor dask starts; an existing "
-                             "cluster (--scheduler) has its own workers")
-        if scheduler is not None and not re.fullmatch(r"(tcp|tls)://(\[[0-9a-fA-F:.]+\]|[^\s:/\[\]]+):\d{1,5}", scheduler):
-            raise UsageError(f"--scheduler {scheduler!r}: expected an address like tcp://HOST:PORT")
-        from oloproof.recorder.dask import DaskExecutor
-
-        return DaskExecutor(workers=workers, scheduler=scheduler)
-    if executor == "serial" and (workers or (concurrency or 1) > 1):
-        raise UsageError("--executor serial runs one case at a time; drop --concurrency/--workers")
-    if workers is not None and concurrency not in (None, 1):
-        raise UsageError("choose one of --concurrency N (in this process) and --workers N (processes)")
-    if workers is not None:
-        from oloproof.recorder.processes import ProcessExecutor
-
-        return ProcessExecutor(workers)
-    if concurrency is not None and concurrency > 1:
-        from oloproof.recorder.executors import ConcurrentExecutor
-
-        return ConcurrentExecutor(concurrency)
-    return SerialExecutor()
+    """The executor the command line asks for (SPEC §17): ``--executor NAME`` (a kind of
+    :mod:`oloproof.recorder.registry`: ``serial``, ``dask`` or a registered one), else the flags
+    pick one — ``--scheduler tcp://HOST:PORT`` (an existing Dask cluster), ``--workers N``
+    (processes), ``--concurrency N`` with N > 1 (in-process), else serial. The kind chosen
+    refuses the flags it does not take (``--executor dask --workers N``: a LocalCluster)."""
+    flags = ExecutorFlags(concurrency=concurrency, workers=workers, scheduler=scheduler)
+    if executor is not None:
+        kind = executor_kind(executor)
+    else:
+        kind = REGISTRY["dask" if scheduler is not None else "processes" if workers is not None
+                        else "concurrent" if (concurrency or 1) > 1 else "serial"]
+    return kind.make(flags)
 
 
 __all__ = ["RunOutcome", "interruptible", "make_executor", "run_suite"]

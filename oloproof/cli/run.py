@@ -19,6 +19,25 @@ from oloproof.cli.common import (
 )
 
 
+class ExecutorChoice(click.Choice):
+    """The ``--executor`` names, read from the executor registry when click needs them (to
+    parse or to print help), never at import: ``oloproof --help`` imports no executor, and a
+    kind registered before the command runs is a choice."""
+
+    def __init__(self) -> None:
+        super().__init__(())
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        from oloproof.recorder.registry import executor_names
+
+        return tuple(executor_names())
+
+    @choices.setter
+    def choices(self, value: Any) -> None:  # click.Choice.__init__ sets it: the registry decides
+        pass
+
+
 def executor_options(fn: Callable) -> Callable:
     """--concurrency / --workers / --executor / --scheduler."""
     for option in reversed([
@@ -27,7 +46,7 @@ def executor_options(fn: Callable) -> Callable:
                           "a pool of N threads for a sync one (one sandbox per slot)."),
         click.option("--workers", type=int, metavar="N",
                      help="Run cases in N worker processes (with --executor dask: the LocalCluster's size)."),
-        click.option("--executor", "executor", type=click.Choice(["serial", "dask"]),
+        click.option("--executor", "executor", type=ExecutorChoice(),
                      help="serial (default, unless --concurrency/--workers) or dask (starts a LocalCluster)."),
         click.option("--scheduler", metavar="tcp://HOST:PORT", help="Run on an existing Dask cluster."),
     ]):

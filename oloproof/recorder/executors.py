@@ -8,6 +8,9 @@
 ``dask``                Dask ``distributed`` workers (:mod:`oloproof.recorder.dask`)
 ======================= =======================================================================
 
+Each is registered by name, with the command-line flags it takes, in
+:mod:`oloproof.recorder.registry` (where a third-party executor registers too).
+
 The driver submits :class:`~oloproof.recorder.jobs.Job` s and polls for
 :class:`~oloproof.recorder.jobs.Done` ones, in whatever order they finish; it is the only
 writer of the log. Every slot owns its own system object
@@ -58,6 +61,8 @@ class Executor(abc.ABC):
         validate the system): an in-process executor uses it rather than make another."""
 
     def submit(self, job: Job) -> None:
+        """Hand ``job`` to a slot (or queue it) and count it outstanding until :meth:`poll`
+        returns it; the driver keeps at most :attr:`capacity` outstanding."""
         self.outstanding += 1
         self._submit(job)
 
@@ -77,6 +82,8 @@ class Executor(abc.ABC):
         """Release workers; ``cancel``: do not wait for jobs in flight (the run stops)."""
 
     def describe(self) -> str:
+        """Where the run's jobs ran, as the run's summary names it (``serial``, ``4 worker
+        processes``)."""
         return type(self).__name__
 
 
@@ -120,6 +127,7 @@ class SerialExecutor(Executor):
         return [Done(job, result)]
 
     def describe(self) -> str:
+        """``serial``: one slot, in the driver's thread."""
         return "serial"
 
 
@@ -267,6 +275,7 @@ class ConcurrentExecutor(Executor):
         self._loop = None
 
     def describe(self) -> str:
+        """``concurrent (N tasks)`` for an ``async def`` system, ``concurrent (N threads)`` else."""
         return f"concurrent ({self.n} {'tasks' if self._async else 'threads'})"
 
 
