@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from oloproof.events import chain_digests, encode
-from tests.conftest import EXAMPLES, write
+from tests.conftest import copy_example, write
 
 APP = '''\
 import os
@@ -68,13 +68,10 @@ def oloproof(*args: str, cwd: Path, env: dict | None = None, timeout: float = 12
 
 
 @pytest.fixture
-def support(cli, tmp_path):
-    p = tmp_path / "support"
-    shutil.copytree(EXAMPLES / "support_agent", p, ignore=shutil.ignore_patterns("__pycache__", ".oloproof"))
-    r = cli("run", "--json", "results.json", cwd=p)
-    assert r.exit_code == 1, r.output  # the example's gate FAILs (3 constraint failures)
-    data = json.loads((p / "results.json").read_text())
-    return p, data
+def support(support_run):
+    """The support-agent example recorded once (its gate FAILs: 3 constraint failures), and
+    its results; each test attacks a copy of the log."""
+    return support_run, json.loads((support_run / "results.json").read_text())
 
 
 def connect(p: Path) -> sqlite3.Connection:
@@ -351,6 +348,7 @@ def test_a_foreign_trigger_is_refused(cli, support):
 
 # ---- readers never block and never write ----------------------------------------------------------
 
+@pytest.mark.slow
 def test_readers_never_fail_beside_a_writer(tmp_path):
     """Readers (and a rebuild) beside a writer that is past its 2,000th case, driven by the
     writer's progress rather than a deadline: the agent holds at case 2,000 until the readers
@@ -517,7 +515,7 @@ def test_view_of_a_crashed_run_lists_its_committed_cases(cli, tmp_path):
 
 def test_changing_the_agent_without_a_version_bump_reruns_its_replays(cli, tmp_path):
     p = tmp_path / "desk"
-    shutil.copytree(EXAMPLES / "stateful_agent", p, ignore=shutil.ignore_patterns("__pycache__", ".oloproof"))
+    copy_example("stateful_agent", p)
     first = cli("run", "--json", "a.json", cwd=p)
     assert first.exit_code in (0, 1), first.output
     conn = connect(p)
@@ -543,7 +541,7 @@ def test_changing_the_agent_without_a_version_bump_reruns_its_replays(cli, tmp_p
 
 def test_a_deleted_replay_stream_is_caught(cli, tmp_path):
     p = tmp_path / "desk"
-    shutil.copytree(EXAMPLES / "stateful_agent", p, ignore=shutil.ignore_patterns("__pycache__", ".oloproof"))
+    copy_example("stateful_agent", p)
     assert cli("run", "--json", "r.json", cwd=p).exit_code in (0, 1)
     sealed = json.loads((p / "r.json").read_text())
     conn = connect(p)

@@ -4,7 +4,6 @@ checked against the same answers computed from the events."""
 
 from __future__ import annotations
 
-import shutil
 import sqlite3
 from collections import defaultdict
 from pathlib import Path
@@ -12,7 +11,7 @@ from pathlib import Path
 import pytest
 import sqlite_utils
 
-from conftest import EXAMPLES
+from conftest import copy_example
 from oloproof.store import SQLiteStore
 
 TABLES = {"runs", "cases", "steps", "verdicts", "states", "replays", "pairs"}
@@ -30,11 +29,10 @@ def judged(project: Path):
 
 
 @pytest.fixture
-def exported(cli, support_project):
-    assert cli("run", cwd=support_project).exit_code == 1
-    r = cli("export", "latest", "--format", "sqlite", "run.db", cwd=support_project)
+def exported(cli, support_run):
+    r = cli("export", "latest", "--format", "sqlite", "run.db", cwd=support_run)
     assert r.exit_code == 0, r.output
-    return support_project, sqlite_utils.Database(support_project / "run.db")
+    return support_run, sqlite_utils.Database(support_run / "run.db")
 
 
 def test_the_failure_rate_per_first_tool_matches_the_events(exported):
@@ -80,14 +78,14 @@ def test_states_replays_and_pairs_of_the_stateful_example(cli, tmp_path):
     from oloproof.app.analysis import flatten
 
     project = tmp_path / "desk"
-    shutil.copytree(EXAMPLES / "stateful_agent", project, ignore=shutil.ignore_patterns("__pycache__", ".oloproof"))
+    copy_example("stateful_agent", project)
     assert cli("run", cwd=project).exit_code in (0, 1)
     assert cli("export", "latest", "--format", "sqlite", "--out", "a.db", cwd=project).exit_code == 0
     db = sqlite_utils.Database(project / "a.db")
     _, cases = judged(project)
     views = {v.case_id: v for v, _ in cases}
     derived = {c for c in views if "~" in c}
-    assert {r["derived_case_id"] for r in db["pairs"].rows} == derived
+    assert derived and {r["derived_case_id"] for r in db["pairs"].rows} == derived
     assert all(r["source_case_id"] == r["derived_case_id"].split("~")[0] for r in db["pairs"].rows)
     state_rows = db.execute("SELECT case_id, path, value FROM states WHERE case_id = 'ord-001'").fetchall()
     import json
@@ -110,15 +108,14 @@ def test_flatten_names_every_leaf():
     assert len(set(paths)) == len(paths)
 
 
-def test_bad_targets_are_refused_and_nothing_partial_is_left(cli, support_project, monkeypatch):
-    assert cli("run", cwd=support_project).exit_code == 1
-    r = cli("export", "latest", "--format", "sqlite", cwd=support_project)
+def test_bad_targets_are_refused_and_nothing_partial_is_left(cli, support_run, monkeypatch):
+    r = cli("export", "latest", "--format", "sqlite", cwd=support_run)
     assert r.exit_code == 2 and "give its path" in r.output
-    (support_project / "adir").mkdir()
-    assert cli("export", "latest", "--format", "sqlite", "adir", cwd=support_project).exit_code == 2
-    r = cli("export", "nope", "--format", "sqlite", "x.db", cwd=support_project)
-    assert r.exit_code == 2 and not (support_project / "x.db").exists()
-    r = cli("export", "latest", "a.db", "--out", "b.db", "--format", "sqlite", cwd=support_project)
+    (support_run / "adir").mkdir()
+    assert cli("export", "latest", "--format", "sqlite", "adir", cwd=support_run).exit_code == 2
+    r = cli("export", "nope", "--format", "sqlite", "x.db", cwd=support_run)
+    assert r.exit_code == 2 and not (support_run / "x.db").exists()
+    r = cli("export", "latest", "a.db", "--out", "b.db", "--format", "sqlite", cwd=support_run)
     assert r.exit_code == 2
     # a failure while writing (a full disk): no file, no scratch file beside it
     import sqlite_utils.db
@@ -127,14 +124,13 @@ def test_bad_targets_are_refused_and_nothing_partial_is_left(cli, support_projec
         raise sqlite3.OperationalError("database or disk is full")
 
     monkeypatch.setattr(sqlite_utils.db.Table, "insert_all", full)
-    r = cli("export", "latest", "--format", "sqlite", "full.db", cwd=support_project)
+    r = cli("export", "latest", "--format", "sqlite", "full.db", cwd=support_run)
     assert r.exit_code == 2 and "disk is full" in r.output
-    assert not list(support_project.glob("*full.db*"))
+    assert not list(support_run.glob("*full.db*"))
 
 
-def test_a_tampered_run_is_not_exported(cli, support_project):
-    assert cli("run", cwd=support_project).exit_code == 1
-    conn = sqlite3.connect(support_project / ".oloproof" / "log.db")
+def test_a_tampered_run_is_not_exported(cli, support_run):
+    conn = sqlite3.connect(support_run / ".oloproof" / "log.db")
     conn.execute("DROP TRIGGER IF EXISTS events_no_delete")
     triggers = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")]
     for name in triggers:
@@ -142,6 +138,6 @@ def test_a_tampered_run_is_not_exported(cli, support_project):
     conn.execute("DELETE FROM events WHERE pos = (SELECT max(pos) FROM events WHERE type = 'step.v1')")
     conn.commit()
     conn.close()
-    r = cli("export", "latest", "--format", "sqlite", "t.db", cwd=support_project)
+    r = cli("export", "latest", "--format", "sqlite", "t.db", cwd=support_run)
     assert r.exit_code == 2 and "fails its audit" in r.output
-    assert not (support_project / "t.db").exists()
+    assert not (support_run / "t.db").exists()

@@ -59,10 +59,11 @@ def test_an_exception_whose_str_raises_is_recorded(cli, blank, where):
     assert "internal error" not in r.output
     cases = json.loads((blank / "r.json").read_text())["cases"]
     if where == "system":
-        assert all(c["verdicts"]["answer_correct"] == {"verdict": "missing", "reason": "system_error"} for c in cases)
+        missing = {"verdict": "missing", "reason": "system_error"}
+        assert len(cases) == 3 and all(c["verdicts"]["answer_correct"] == missing for c in cases)
         assert "BadStr: <str() of the exception raised RuntimeError>" in cli("show", "note-1", cwd=blank).output
     else:  # re-raised unchanged: the agent's own `except BadStr` caught it
-        assert all(c["verdicts"]["answer_correct"]["verdict"] == "fail" for c in cases)
+        assert len(cases) == 3 and all(c["verdicts"]["answer_correct"]["verdict"] == "fail" for c in cases)
         assert "<str() of the exception raised RuntimeError>" in cli("show", "note-1", cwd=blank).output
 
 
@@ -110,6 +111,7 @@ def test_an_output_never_replaces_the_projects_own_files(cli, blank, args, needl
     assert {f.name: f.read_bytes() for f in blank.iterdir() if f.is_file()} == before
 
 
+@pytest.mark.slow
 def test_the_pytest_plugin_escapes_recorded_text(blank, tmp_path):
     from tests.test_pytest_plugin import pytest_in
 

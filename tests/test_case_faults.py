@@ -206,7 +206,8 @@ def test_the_system_never_sees_the_fault(tmp_path, cli):
                       "        assert 'fault' not in case.input and 'fault' not in (case.initial_state or {})\n"
                       "        order = self.lookup(case.id)\n")
     db = run(cli, project(tmp_path, app=app, cases=CASES[:3]))
-    assert all(v.error is None for v in case_views(db).values())
+    views = case_views(db)
+    assert len(views) == 3 and all(v.error is None for v in views.values())
 
 
 # ---- the same events whatever runs them --------------------------------------------------
@@ -232,6 +233,7 @@ def test_every_executor_records_identical_events(cli, tmp_path, args):
     assert any('"fault":"timeout_after_effect"' in e for evs in serial.values() for e in evs)
 
 
+@pytest.mark.slow
 def test_dask_records_identical_events(cli, tmp_path):
     pytest.importorskip("distributed")
     p = project(tmp_path, cases=CASES[5:8])
@@ -371,6 +373,7 @@ def test_replay_fault_denied_does_not_run_the_tool(cli, tmp_path):
     assert plain(v.output) == {"got": [fault_result("denied", "charge")]}
 
 
+@pytest.mark.slow
 def test_replay_accepts_every_kind_and_refuses_others(cli, tmp_path):
     p = project(tmp_path, cases=[case("plain")])
     db = run(cli, p)
@@ -413,7 +416,7 @@ def test_the_run_judges_faulted_cases_with_faithful_replays(cli, tmp_path):
     assert r.exit_code == 0, r.output
     data = json.loads((p / "r.json").read_text())
     verdicts = {c["case_id"]: c["verdicts"]["recovers_from_error_at_lookup"] for c in data["cases"]}
-    assert all(v["verdict"] in ("pass", "fail") for v in verdicts.values()), verdicts
+    assert len(verdicts) == len(CASES) and all(v["verdict"] in ("pass", "fail") for v in verdicts.values()), verdicts
 
 
 def test_derived_cases_keep_the_fault(tmp_path):
@@ -476,7 +479,7 @@ def test_faults_in_concurrent_tasks_record_and_replay(cli, tmp_path):
     [step] = faulted_steps(views["c"])
     assert step.branch is not None and step.fault == "denied"
     by = replay(cli, p, "charge:timeout_after_effect", db)
-    assert all(c["control"]["faithful"] for c in by.values()), by
+    assert by and all(c["control"]["faithful"] for c in by.values()), by
     for cid in ("a", "c"):
         v = fault_replay_view(db, cid, "timeout_after_effect")
         assert plain(v.state) == {"ledger": [{"key": cid, "amount": 10}]}

@@ -141,30 +141,30 @@ def test_invalid_record_is_reported_with_case_and_field(cli, support_project):
     import json
 
     data = json.loads((support_project / "r.json").read_text())
+    assert len(data["cases"]) == 40
     assert all(c["verdicts"]["agent_tool_sequence"]["reason"] == "invalid_record" for c in data["cases"])
     panel = cli("show", "latest", "case_001")
     assert "constraints[0].step_index" in panel.output and "case 'case_001'" in panel.output
 
 
-def test_bad_input_after_a_run_writes_nothing(cli, support_project):
-    assert cli("run", cwd=support_project).exit_code == 1
+def test_bad_input_after_a_run_writes_nothing(cli, support_run):
     import sqlite3
 
-    db = support_project / ".oloproof" / "log.db"
+    db = support_run / ".oloproof" / "log.db"
     count = lambda: sqlite3.connect(db).execute("SELECT COUNT(*) FROM events").fetchone()[0]  # noqa: E731
     before = count()
-    cases = support_project / "cases.jsonl"
+    cases = support_run / "cases.jsonl"
     cases.write_text(cases.read_text() + '{"id": "case_041", "input": {}, "expected": {"tools": "x"}}\n')
-    r = cli("run", cwd=support_project)
+    r = cli("run", cwd=support_run)
     assert r.exit_code == 2 and "cases.jsonl:41" in r.output and "case 'case_041'" in r.output
     assert count() == before
 
 
-def test_undecodable_event_is_a_clear_error(cli, support_project):
-    assert cli("run", cwd=support_project).exit_code == 1
+def test_undecodable_event_is_a_clear_error(cli, support_run, monkeypatch):
     import sqlite3
 
-    db = support_project / ".oloproof" / "log.db"
+    monkeypatch.chdir(support_run)
+    db = support_run / ".oloproof" / "log.db"
     conn = sqlite3.connect(db)
     conn.execute("DROP TRIGGER events_append_only_update")
     conn.execute("UPDATE events SET payload = '{\"type\": \"mystery.v9\"}' WHERE stream LIKE '%/case_003' AND seq = 1")

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 
 import pytest
 from click.testing import CliRunner
 
-from tests.conftest import EXAMPLES, one_function_project
+from tests.conftest import copy_example, one_function_project
 
 
 def invoke(cwd, *args):
@@ -31,7 +30,7 @@ def invoke(cwd, *args):
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
     p = tmp_path_factory.mktemp("conv") / "demo"
-    shutil.copytree(EXAMPLES / "support_agent", p, ignore=shutil.ignore_patterns("__pycache__", ".oloproof"))
+    copy_example("support_agent", p)
     r = invoke(p, "run")
     assert r.exit_code == 1, r.output  # the example's gate fails on purpose
     return p

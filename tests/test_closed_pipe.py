@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from tests.conftest import EXAMPLES
+from tests.conftest import copy_example
 
 
 def oloproof_closed_stdout(cwd, *args):
@@ -29,7 +29,7 @@ def oloproof_closed_stdout(cwd, *args):
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
     p = tmp_path_factory.mktemp("pipe") / "demo"
-    shutil.copytree(EXAMPLES / "support_agent", p, ignore=shutil.ignore_patterns("__pycache__", ".oloproof"))
+    copy_example("support_agent", p)
     release = p / "release.yaml"
     release.write_text(release.read_text().replace("max_failures: 0", "max_failures: 5"))  # a passing gate
     r = oloproof_closed_stdout(p, "run")

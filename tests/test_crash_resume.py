@@ -57,6 +57,7 @@ def kill_mid_run(project, args, rng, target_cases):
 
 
 @pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.slow
 def test_sigkill_and_resume(support_project, tmp_path, seed):
     rng = random.Random(seed)
     (support_project / "app_slow.py").write_text(SLOW_APP)

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
 
 import pytest
 
 from oloproof.evaluate.compare import flips, pairing
 from oloproof.stats.paired import mcnemar_exact
-from tests.conftest import EXAMPLES
+from tests.conftest import copy_example
 
 # v2 of the agent: the "deletion" plan no longer deletes (fixes), "extra_check" gives up
 # (its answer regresses), "denied" now refunds (its answer regresses too)
@@ -52,7 +51,7 @@ def add_rules(p, *rules):
 @pytest.fixture
 def project(tmp_path):
     p = tmp_path / "support"
-    shutil.copytree(EXAMPLES / "support_agent", p, ignore=shutil.ignore_patterns("__pycache__", ".oloproof"))
+    copy_example("support_agent", p)
     set_version(p, "v1")
     return p
 

@@ -55,6 +55,7 @@ def run_with(cli, p, args, db):
 
 
 @pytest.mark.parametrize("name", EXAMPLE_DIRS + ["async"])
+@pytest.mark.slow
 def test_every_executor_gives_the_same_results_and_events(cli, tmp_path, cluster, name):
     p = copy(name, tmp_path / name)
     outcomes = {label: run_with(cli, p, args, tmp_path / f"{label}.db")
@@ -83,6 +84,7 @@ def strip_run(events):
     return out
 
 
+@pytest.mark.slow
 def test_executor_dask_starts_a_local_cluster(cli, tmp_path):
     pytest.importorskip("distributed")
     p = copy("support_agent", tmp_path / "s")
@@ -93,6 +95,7 @@ def test_executor_dask_starts_a_local_cluster(cli, tmp_path):
 
 @pytest.mark.parametrize("first,second", [("concurrent", "processes"), ("processes", "dask"),
                                           ("dask", "serial"), ("serial", "concurrent")])
+@pytest.mark.slow
 def test_resume_under_every_executor(tmp_path, cluster, first, second):
     """Stop a run of the stateful example after some cases under one executor, finish it
     under another: the same results as a run never interrupted, every replay once."""
@@ -145,6 +148,7 @@ def test_resume_under_every_executor(tmp_path, cluster, first, second):
     store.close()
 
 
+@pytest.mark.slow
 def test_any_json_number_crosses_to_workers(cli, tmp_path, cluster):
     """A case may hold any JSON number: integers past 64 bits travel to and from workers."""
     p = copy("support_agent", tmp_path / "big")

@@ -33,7 +33,7 @@ import pytest
 from click.testing import CliRunner
 
 from oloproof.cli.main import cli as group
-from tests.conftest import EXAMPLES, ROOT
+from tests.conftest import ROOT, copy_example
 
 COMMANDS = ["run", "eval", "gate", "show", "runs", "replay", "view", "export", "audit verify",
             "audit rebuild", "init"]
@@ -73,10 +73,8 @@ def _forget_project_modules(before: set[str], root: Path) -> None:
 @pytest.fixture(scope="module")
 def rec(tmp_path_factory) -> Recorded:
     base = tmp_path_factory.mktemp("exit-codes")
-    ignore = shutil.ignore_patterns("__pycache__", ".oloproof")
-    blocked, passing = base / "blocked", base / "passing"
-    shutil.copytree(EXAMPLES / "support_agent", blocked, ignore=ignore)
-    shutil.copytree(EXAMPLES / "support_agent", passing, ignore=ignore)
+    blocked = copy_example("support_agent", base / "blocked")
+    passing = copy_example("support_agent", base / "passing")
     release = passing / "release.yaml"
     release.write_text(release.read_text().replace("max_failures: 0", "max_failures: 5"))
     modules, path = set(sys.modules), list(sys.path)

@@ -52,12 +52,10 @@ def test_golden_v1_log_loads_verifies_and_evaluates(tmp_path):
 def test_golden_stateful_log_evaluates_and_still_replays(tmp_path, cli):
     """A v1 log with states, checkpoints, replays and metamorphic pairs: its stored replays are
     read back (nothing runs), and today's replay engine still replays its recordings."""
-    import shutil
-
-    from tests.conftest import EXAMPLES
+    from tests.conftest import copy_example
 
     project = tmp_path / "desk"
-    shutil.copytree(EXAMPLES / "stateful_agent", project, ignore=shutil.ignore_patterns("__pycache__", ".oloproof"))
+    copy_example("stateful_agent", project)
     store = load_golden(STATEFUL, project / ".oloproof" / "log.db")
     rebuild_projections(store)
     run_id = latest_run_id(store)

@@ -318,6 +318,7 @@ def _events(db: Path, stream: str) -> int:
         return 0
 
 
+@pytest.mark.slow
 def test_a_second_resume_of_one_run_is_refused_by_name(tmp_path):
     p = tiny(tmp_path, n=8)
     killed = oloproof("run", cwd=p, env={"DIE_AT": "c2"})

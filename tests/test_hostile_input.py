@@ -381,6 +381,7 @@ def test_plain_ids_within_the_limits_are_fine(tmp_path):
 
 # ---- 8. a huge value is never echoed whole ------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_50_mb_value_is_quoted_short(tmp_path):
     big = "v" * 50_000_000
     for line in ('{"id": "' + big + '", "input": {}}',

@@ -15,11 +15,13 @@ from tests.conftest import write
 APP = '''\
 import os
 import sys
+import threading
 import time
 
 from oloproof import Stateful, current_case, tool
 
 MADE = []
+MEET = {}
 
 
 class Box(Stateful):
@@ -50,6 +52,8 @@ class Box(Stateful):
         elif what == "segfault":
             import ctypes
             ctypes.string_at(0)
+        elif what.startswith("meet"):  # "meet3": wait until 3 cases run at once (3 slots in use)
+            MEET.setdefault(what, threading.Barrier(int(what[4:]), timeout=10)).wait()
         self.state["done"] = what
         return {"ok": what}
 
@@ -93,6 +97,7 @@ def outputs(p):
 
 
 @pytest.mark.parametrize("executor", [[], ["--concurrency", "2"], ["--workers", "2"]])
+@pytest.mark.slow
 def test_a_case_past_its_timeout_is_missing_and_its_sandbox_discarded(cli, tmp_path, executor):
     p = make(tmp_path, ["ok", "sleep", "ok", "busy", "ok"], timeout=0.5)
     t0 = time.monotonic()
@@ -109,6 +114,7 @@ def test_a_case_past_its_timeout_is_missing_and_its_sandbox_discarded(cli, tmp_p
 
 
 @pytest.mark.parametrize("what", ["die", "segfault"])
+@pytest.mark.slow
 def test_a_case_that_kills_its_worker_process_is_that_cases_error(cli, tmp_path, what):
     p = make(tmp_path, ["ok", what, "ok", "ok", what, "ok"])
     r, v = results(cli, p, "--workers", "2")
@@ -121,6 +127,7 @@ def test_a_case_that_kills_its_worker_process_is_that_cases_error(cli, tmp_path,
     assert "2 cases errored" in r.output, r.output  # said, not hidden
 
 
+@pytest.mark.slow
 def test_a_case_that_kills_its_dask_worker_is_that_cases_error(cli, tmp_path):
     pytest.importorskip("distributed")
     p = make(tmp_path, ["ok", "die", "ok", "ok"])
@@ -164,6 +171,7 @@ def run(case):
 
 
 @pytest.mark.parametrize("executor", [[], ["--workers", "2"], ["--concurrency", "3"]])
+@pytest.mark.slow
 def test_ctrl_c_stops_cleanly_and_the_run_resumes(tmp_path, executor):
     write(tmp_path / "app.py", SLOW)
     write(tmp_path / "oloproof.yaml", "system: {name: slow, version: '1', callable: app:run, "
@@ -222,10 +230,13 @@ def test_one_stateful_object_is_not_shared_by_concurrent_slots(cli, tmp_path):
     assert not (p / ".oloproof").exists()
     r, v = results(cli, p, "--workers", "2")  # one slot a process: each has its own copy
     assert r.exit_code == 0 and all(x == {"verdict": "pass"} for x in v.values())
-    cfg.write_text(cfg.read_text().replace("callable: app:box", "callable: app:box, factory: app:new_box"))
+    # cases that wait for each other, three at a time: three slots must be in use at once (a
+    # slot is made when a case finds none free; instant cases could all reuse the first one)
+    make(tmp_path, ["meet3"] * 6, app=STATEFUL_OBJECT)
+    cfg.write_text(cfg.read_text().replace("callable: app:Box", "callable: app:box, factory: app:new_box"))
     r, v = results(cli, p, "--concurrency", "3")
-    assert r.exit_code == 0 and all(x == {"verdict": "pass"} for x in v.values())
-    boxes = {o["output"]["box"] for o in outputs(p).values() if o.get("output")}
+    assert r.exit_code == 0 and len(v) == 6 and all(x == {"verdict": "pass"} for x in v.values()), r.output
+    boxes = {o["output"]["box"] for c, o in outputs(p).items() if c.endswith("-meet3") and o.get("output")}
     assert len(boxes) == 3  # three slots, three sandboxes
 
 
@@ -246,6 +257,7 @@ def test_bad_executor_options_exit_2_nothing_written(cli, tmp_path, args, needle
     assert not (p / ".oloproof").exists()
 
 
+@pytest.mark.slow
 def test_an_unreachable_scheduler_exits_2_nothing_written(cli, tmp_path):
     pytest.importorskip("distributed")
     p = make(tmp_path, ["ok"])
@@ -366,6 +378,7 @@ def _processes_in(folder):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.slow
 def test_a_killed_driver_leaves_no_worker_behind_and_the_run_resumes(tmp_path):
     write(tmp_path / "app.py", SLOW)
     write(tmp_path / "oloproof.yaml", "system: {name: slow, version: '1', callable: app:run, "
@@ -533,12 +546,10 @@ def test_what_an_async_agents_tasks_do_stays_in_their_case(cli, tmp_path, execut
 
 
 def test_two_faults_on_one_call_share_its_control_replay(cli, tmp_path):
-    import shutil
-
-    from tests.conftest import EXAMPLES
+    from tests.conftest import copy_example
 
     p = tmp_path / "desk"
-    shutil.copytree(EXAMPLES / "stateful_agent", p, ignore=shutil.ignore_patterns("__pycache__", ".oloproof"))
+    copy_example("stateful_agent", p)
     cfg = p / "oloproof.yaml"
     line = "  - {type: fault_recovery, tool: issue_refund, fault: error, escalate_tools: [escalate_to_human]}\n"
     cfg.write_text(cfg.read_text().replace(line, line + line.replace("fault: error", "fault: timeout")))
@@ -568,6 +579,7 @@ def run(case):
 
 
 @pytest.mark.parametrize("executor", [["--workers", "2"], ["--workers", "3"], ["--executor", "dask", "--workers", "2"]])
+@pytest.mark.slow
 def test_only_the_cases_that_kill_their_worker_are_worker_died(cli, tmp_path, executor):
     if "dask" in executor:
         pytest.importorskip("distributed")
@@ -581,7 +593,7 @@ def test_only_the_cases_that_kill_their_worker_are_worker_died(cli, tmp_path, ex
     r, v = results(cli, tmp_path, *executor)
     died = sorted(c for c, x in v.items() if x == {"verdict": "missing", "reason": "worker_died"})
     assert died == [f"c{i:03d}" for i in range(n) if i % 10 == 3]
-    assert all(x == {"verdict": "pass"} for c, x in v.items() if c not in died)
+    assert len(v) == n and all(x == {"verdict": "pass"} for c, x in v.items() if c not in died)
 
 
 @pytest.mark.parametrize("address", ["tcp://", "tcp://127.0.0.1", "tcp://h:abc", "tcp://[::1", "inproc://",
@@ -642,7 +654,9 @@ def two_boxes_at_most():
 @pytest.mark.parametrize("factory,needle", [("same_box", "returned an object it had returned before"),
                                             ("two_boxes_at_most", "no more sandboxes")])
 def test_a_factory_that_does_not_make_fresh_sandboxes_stops_the_run_with_exit_2(cli, tmp_path, factory, needle):
-    p = make(tmp_path, ["ok"] * 8, app=FACTORIES)
+    # three cases at a time: the run needs a second and a third sandbox (instant cases could all
+    # run on the first, the factory never asked again)
+    p = make(tmp_path, ["meet3"] * 8, app=FACTORIES)
     cfg = p / "oloproof.yaml"
     cfg.write_text(cfg.read_text().replace("callable: app:Box", f"callable: app:Box, factory: app:{factory}"))
     r = cli("run", "--concurrency", "5", cwd=p)

@@ -1,14 +1,13 @@
 """Multi-agent trajectories: route, permissions, handoffs, the route slice, the triage example."""
 
 import json
-import shutil
 
 from oloproof.evaluate.registry import registry
 from oloproof.evaluate.multiagent import handoffs, route
 from oloproof.evaluate.slices import Slice
 from oloproof.events import StepRecorded
 from oloproof.views import TrajectoryView
-from tests.conftest import EXAMPLES, write
+from tests.conftest import copy_example, write
 from tests.helpers import view
 
 
@@ -132,7 +131,7 @@ def cells(line):
 
 def test_triage_example_reproduces_the_seed(cli, tmp_path):
     target = tmp_path / "triage"
-    shutil.copytree(EXAMPLES / "triage_agents", target, ignore=shutil.ignore_patterns("__pycache__", ".oloproof"))
+    copy_example("triage_agents", target)
     r = cli("run", "--json", "r.json", cwd=target)
     lines = [cells(l) for l in r.output.splitlines() if l.startswith("│")]
     for expected in SEED.splitlines():

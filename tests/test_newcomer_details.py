@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
 
 import pytest
 
-from tests.conftest import EXAMPLES, edit, write
+from tests.conftest import copy_example, edit, write
 
 
 
@@ -106,7 +105,7 @@ def test_a_changed_code_note_names_the_file(cli, blank):
 
 def test_replay_tables_fit_120_columns(tmp_path):
     p = tmp_path / "desk"
-    shutil.copytree(EXAMPLES / "stateful_agent", p, ignore=shutil.ignore_patterns("__pycache__", ".oloproof"))
+    copy_example("stateful_agent", p)
     env = {**os.environ, "COLUMNS": "120"}
     env.pop("OLOPROOF_LOG_KEY", None)
     run = subprocess.run([sys.executable, "-m", "oloproof", "run"], cwd=p, capture_output=True, text=True,

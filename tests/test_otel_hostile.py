@@ -196,6 +196,7 @@ def test_a_long_loop_of_parent_links_is_refused_quickly():
     assert time.perf_counter() - started < 10
 
 
+@pytest.mark.slow
 def test_a_twenty_thousand_deep_chain_imports_exports_and_imports_again(cli, tmp_path):
     tools = [span(k, TOOL, attr("gen_ai.tool.name", f"t{k}"), parent=k - 1 if k > 1 else None)
              for k in range(1, 20_001)]

@@ -13,7 +13,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import write
+from tests.conftest import copy_recorded, run_in, write
 
 APP = '''\
 from oloproof import Stateful, current_case, system, tool
@@ -103,12 +103,18 @@ def save_prefix(p: Path, doc: dict, case: str = "refund-all") -> None:
     (p / "prefixes" / f"{case}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
 
 
-@pytest.fixture
-def shop(cli, tmp_path):
-    p = project(tmp_path)
-    r = cli("run", cwd=p)
+@pytest.fixture(scope="module")
+def recorded_shop(tmp_path_factory):
+    p = project(tmp_path_factory.mktemp("recorded"))
+    r = run_in(p, "run")
     assert r.exit_code == 0 and "0 / 1 observed" in r.output, r.output  # no gate; v1's case fails
     return p
+
+
+@pytest.fixture
+def shop(recorded_shop, tmp_path):
+    """The shop recorded once (v1) for the module: each test freezes prefixes of a copy."""
+    return copy_recorded(recorded_shop, tmp_path / "shop")
 
 
 def created(cli, p: Path, *extra: str) -> dict:

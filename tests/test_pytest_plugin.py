@@ -26,6 +26,7 @@ def support(cli, tmp_path):
     return p
 
 
+@pytest.mark.slow
 def test_the_support_example_runs_as_tests(cli, support, tmp_path):
     r = pytest_in(tmp_path, "--oloproof", "support")
     assert r.returncode == 1, r.stdout + r.stderr
@@ -52,6 +53,7 @@ def test_the_support_example_runs_as_tests(cli, support, tmp_path):
     assert shown.returncode == 0 and f"case {some}" in shown.stdout, shown.stderr
 
 
+@pytest.mark.slow
 def test_the_plugin_is_inert_without_the_option(tmp_path):
     (tmp_path / "test_plain.py").write_text("def test_one():\n    assert True\n")
     (tmp_path / "oloproof.yaml").write_text("not: a project\n")  # never read
@@ -61,6 +63,7 @@ def test_the_plugin_is_inert_without_the_option(tmp_path):
     assert not (tmp_path / ".oloproof").exists()
 
 
+@pytest.mark.slow
 def test_a_project_that_does_not_load_is_a_usage_error(tmp_path):
     r = pytest_in(tmp_path, "--oloproof", "nowhere")
     assert r.returncode == 4, r.stdout + r.stderr  # pytest's usage error

@@ -1,20 +1,13 @@
 """Resuming a run whose cases have replays and metamorphic pairs gives the same results as a
 run that was never interrupted, and runs no replay twice."""
 
-import shutil
-
 import pytest
 
 from oloproof.app.project import load_project, load_system
 from oloproof.app.run import run_suite
 from oloproof.report.results import results_dict
 from oloproof.store import SQLiteStore
-from tests.conftest import EXAMPLES
-
-
-def copy_example(target):
-    shutil.copytree(EXAMPLES / "stateful_agent", target, ignore=shutil.ignore_patterns("__pycache__", ".oloproof"))
-    return target
+from tests.conftest import copy_example
 
 
 def results_of(outcome, project):
@@ -24,7 +17,7 @@ def results_of(outcome, project):
 
 
 def test_interrupted_stateful_run_resumes_to_the_same_results(tmp_path):
-    reference = copy_example(tmp_path / "reference")
+    reference = copy_example("stateful_agent", tmp_path / "reference")
     project = load_project(reference)
     info = project.prepare()
     store = SQLiteStore(reference / ".oloproof" / "log.db")
@@ -32,7 +25,7 @@ def test_interrupted_stateful_run_resumes_to_the_same_results(tmp_path):
     reference_replays = store.count_streams("replay/")
     store.close()
 
-    p = copy_example(tmp_path / "desk")
+    p = copy_example("stateful_agent", tmp_path / "desk")
     project = load_project(p)
     info = project.prepare()
     system = load_system(project)
@@ -60,7 +53,7 @@ def test_interrupted_stateful_run_resumes_to_the_same_results(tmp_path):
 def test_a_run_without_json_keeps_no_cases_but_the_same_rows(tmp_path):
     rows = {}
     for keep in (True, False):
-        p = copy_example(tmp_path / f"desk-{keep}")
+        p = copy_example("stateful_agent", tmp_path / f"desk-{keep}")
         project = load_project(p)
         info = project.prepare()
         store = SQLiteStore(p / ".oloproof" / "log.db")

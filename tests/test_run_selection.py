@@ -5,19 +5,18 @@ baseline; --quiet and --no-slices trim what is printed."""
 from __future__ import annotations
 
 import json
-import shutil
 import sqlite3
 
 import pytest
 
-from tests.conftest import EXAMPLES, one_function_project, write
+from tests.conftest import copy_example, one_function_project, write
 from tests.test_adversary import oloproof
 
 
 @pytest.fixture
 def support(cli, tmp_path):
     p = tmp_path / "support"
-    shutil.copytree(EXAMPLES / "support_agent", p, ignore=shutil.ignore_patterns("__pycache__", ".oloproof"))
+    copy_example("support_agent", p)
     return p
 
 
@@ -37,7 +36,7 @@ def test_case_runs_only_those_cases_and_never_passes_the_gate(cli, support):
     assert res["cases_expected"] == 2 and res["complete"] is True
     rules = res["gate"]["rules"]
     assert res["gate"]["decision"] == "INSUFFICIENT_EVIDENCE" and r.exit_code == 1
-    assert all((x["status"], x["reason"]) == ("INSUFFICIENT_EVIDENCE", "partial_run") for x in rules)
+    assert rules and all((x["status"], x["reason"]) == ("INSUFFICIENT_EVIDENCE", "partial_run") for x in rules)
     assert "partial run: 2 source cases chosen by --case case_007 case_002" in r.output
     assert cli("audit", "verify", cwd=support).exit_code == 0  # sealed like any run
     g = cli("gate", cwd=support)  # re-judged from the log: still partial

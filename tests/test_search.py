@@ -46,12 +46,6 @@ def events(project: Path) -> list[tuple]:
         conn.close()
 
 
-@pytest.fixture
-def support_run(cli, support_project):
-    assert cli("run", cwd=support_project).exit_code == 1  # the example's gate fails, on purpose
-    return support_project
-
-
 def test_delete_customer_lists_exactly_the_cases_that_called_it(cli, support_run):
     expected = called(support_run, "delete_customer")
     assert len(expected) == 3
@@ -157,12 +151,10 @@ def test_the_index_is_a_cache_rebuilt_identical_from_the_events(cli, support_run
 
 
 def test_replays_are_searchable_and_name_the_case_they_replay(cli, tmp_path):
-    import shutil
-
-    from conftest import EXAMPLES
+    from conftest import copy_example
 
     project = tmp_path / "desk"
-    shutil.copytree(EXAMPLES / "stateful_agent", project, ignore=shutil.ignore_patterns("__pycache__", ".oloproof"))
+    copy_example("stateful_agent", project)
     assert cli("run", cwd=project).exit_code in (0, 1)  # its fault_recovery criterion replays issue_refund:error
     found = hits(cli, project, "issue_refund", "--kind", "tool_result", "--limit", "1000")
     replayed = [h for h in found if h["replay"]]
@@ -282,6 +274,7 @@ def test_two_writers_catching_up_index_every_step_once(tmp_path):
     assert indexed(tmp_path / "log.db") == (20, 20, 20)
 
 
+@pytest.mark.slow
 def test_a_catch_up_killed_midway_leaves_nothing_and_is_done_again(tmp_path, monkeypatch):
     from oloproof.store import search as search_module
 

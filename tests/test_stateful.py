@@ -6,7 +6,7 @@ import pytest
 
 from oloproof.app.project import load_project
 from oloproof.errors import ConfigError
-from tests.conftest import EXAMPLES, write
+from tests.conftest import copy_example, write
 
 CONFIG = """\
 system:
@@ -190,10 +190,8 @@ def test_fingerprint_is_stored_and_covers_initial_state(cli, tmp_path):
 
 
 def test_stateful_example(cli, tmp_path):
-    import shutil
-
     target = tmp_path / "desk"
-    shutil.copytree(EXAMPLES / "stateful_agent", target, ignore=shutil.ignore_patterns("__pycache__", ".oloproof"))
+    copy_example("stateful_agent", target)
     r, data = run_json(cli, target)
     rules = {rule["name"]: rule["status"] for rule in data["gate"]["rules"]}
     assert rules["world-matches"] == rules["no-collateral-change"] == "PASS"

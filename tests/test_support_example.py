@@ -29,9 +29,11 @@ def cells(line):
 
 
 @pytest.fixture
-def ran(cli, support_project):
-    result = cli("run", "--json", "results.json", cwd=support_project)
-    return support_project, result
+def ran(support_recording, support_run, monkeypatch):
+    """The example run once (`oloproof run --json results.json`): a copy of its folder, the
+    current directory, and what the run printed and exited with."""
+    monkeypatch.chdir(support_run)
+    return support_run, support_recording
 
 
 def test_run_prints_the_seed_table(ran):

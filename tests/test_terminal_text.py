@@ -4,12 +4,11 @@ columns, plurals, the numbers behind each gate rule, the exit line, and the case
 import io
 import json
 import re
-import shutil
 
 import pytest
 from rich.console import Console
 
-from tests.conftest import EXAMPLES, write
+from tests.conftest import copy_example, write
 
 NASTY = "[/] [beta] [bold red]x[/]"
 
@@ -280,7 +279,7 @@ def test_help_texts_cite_no_spec_section(cli):
 
 def test_replay_summary_uses_the_run_s_interval_method(cli, tmp_path):
     target = tmp_path / "desk"
-    shutil.copytree(EXAMPLES / "stateful_agent", target, ignore=shutil.ignore_patterns("__pycache__", ".oloproof"))
+    copy_example("stateful_agent", target)
     cli("run", "--json", "r.json", cwd=target)
     row = next(c for c in json.loads((target / "r.json").read_text())["criteria"]
                if c["criterion"] == "recovers_from_error_at_issue_refund")
@@ -294,8 +293,8 @@ def test_replay_summary_uses_the_run_s_interval_method(cli, tmp_path):
 
 # -- 4. what decided -----------------------------------------------------------------------------
 
-def test_the_gate_table_shows_the_numbers_behind_each_rule(cli, support_project):
-    r = cli("run", cwd=support_project)
+def test_the_gate_table_shows_the_numbers_behind_each_rule(support_recording):
+    r = support_recording  # what `oloproof run` printed
     assert r.exit_code == 1
     row = next(line for line in r.output.splitlines() if "no-deletion" in line)
     cells = [c.strip() for c in row.strip().strip("│").split("│")]
@@ -333,9 +332,9 @@ def test_exit_line_says_what_the_exit_code_means():
 
 # -- 5. the cases behind a row -------------------------------------------------------------------
 
-def test_show_failed_lists_the_cases_behind_a_row(cli, support_project):
-    cli("run", "--json", "r.json", cwd=support_project)
-    data = json.loads((support_project / "r.json").read_text())
+def test_show_failed_lists_the_cases_behind_a_row(cli, support_run, monkeypatch):
+    monkeypatch.chdir(support_run)
+    data = json.loads((support_run / "results.json").read_text())
 
     def ids(criterion, verdict):
         return [c["case_id"] for c in data["cases"] if c["verdicts"][criterion]["verdict"] == verdict]

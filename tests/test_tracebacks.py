@@ -136,6 +136,7 @@ def test_the_html_panel_data_carries_it(cli, tmp_path):
     assert '"traceback":' in data
 
 
+@pytest.mark.slow
 def test_the_pytest_plugin_shows_it(cli, tmp_path):
     p = project(tmp_path)
     r = pytest_in(tmp_path, "--oloproof", "p")

@@ -13,7 +13,6 @@ import itertools
 import json
 import math
 import random
-import shutil
 import signal
 import sqlite3
 import subprocess
@@ -351,7 +350,7 @@ def test_a_single_trial_run_is_unchanged(cli, tmp_path):
     assert sa == sb  # every case stream byte for byte
     assert "trials" not in run_a["config"]["oloproof"]
     assert run_a["config"] == run_b["config"] and run_a["config_digest"] == run_b["config_digest"]
-    assert all('"trial"' not in e for evs in sa.values() for e in evs)
+    assert sa and all('"trial"' not in e for evs in sa.values() for e in evs)
     # the system saw no trial
     assert set((plain / "calls.log").read_text().split("\n")[:-1]) == {f"case-{i:02d} None" for i in range(CASES)}
 
@@ -440,6 +439,7 @@ def cluster():
     local.close()
 
 
+@pytest.mark.slow
 def test_every_executor_gives_the_same_trials(cli, tmp_path, cluster):
     from tests.test_async import streams
 
@@ -484,6 +484,7 @@ def committed_streams(project: Path) -> set[str]:
         return set()
 
 
+@pytest.mark.slow
 def test_resume_after_a_kill_records_the_missing_trials_only(tmp_path):
     reference = make_project(tmp_path / "reference")
     ref = oloproof(reference, "run", "--trials", "3", "--json", "ref.json")
@@ -572,10 +573,10 @@ def test_resume_in_process_keeps_the_runs_trials(tmp_path):
 def test_trials_with_metamorphic_pairs_and_replays(cli, tmp_path):
     """The stateful example: derived cases' trials pair with their source's same trial, every
     trial of a case and of its derived case is one cluster, and replays are judged per trial."""
-    from tests.conftest import EXAMPLES
+    from tests.conftest import copy_example
 
     p = tmp_path / "stateful"
-    shutil.copytree(EXAMPLES / "stateful_agent", p, ignore=shutil.ignore_patterns("__pycache__", ".oloproof"))
+    copy_example("stateful_agent", p)
     single = run_json(cli, p, db=tmp_path / "single.db", expect=1)
     data = run_json(cli, p, "--trials", "2", db=tmp_path / "two.db", expect=1)
     sources = len([c for c in single["cases"] if "~" not in c["case_id"]])
@@ -641,12 +642,10 @@ def test_replays_of_a_trial_meet_the_case_as_the_recording_did(cli, tmp_path):
     the controls came out unfaithful)."""
     import json
 
-    from tests.conftest import EXAMPLES
-
-    import shutil
+    from tests.conftest import copy_example
 
     p = tmp_path / "flaky"
-    shutil.copytree(EXAMPLES / "release_gate" / "flaky", p, ignore=shutil.ignore_patterns("__pycache__", ".oloproof"))
+    copy_example("release_gate/flaky", p)
     cfg = p / "oloproof.yaml"
     cfg.write_text(cfg.read_text().replace("  - {type: release_class}",
                                            "  - {type: release_class}\n"
@@ -660,12 +659,11 @@ def test_replays_of_a_trial_meet_the_case_as_the_recording_did(cli, tmp_path):
 
 def test_pass_hat_k_of_metamorphic_pairs_is_cluster_aware(cli, tmp_path):
     import json
-    import shutil
 
-    from tests.conftest import EXAMPLES
+    from tests.conftest import copy_example
 
     p = tmp_path / "desk"
-    shutil.copytree(EXAMPLES / "stateful_agent", p, ignore=shutil.ignore_patterns("__pycache__", ".oloproof"))
+    copy_example("stateful_agent", p)
     cli("run", "--trials", "2", "--json", "r.json", cwd=p)
     data = json.loads((p / "r.json").read_text())
     row = next(r for r in data["criteria"] if r["criterion"] == "other_order_untouched")

@@ -14,7 +14,7 @@ import threading
 
 import pytest
 
-from tests.conftest import EXAMPLES, write
+from tests.conftest import copy_example, write
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 INSTALL = "apt-get install chromium chromium-driver; pip install -e '.[test]'"
@@ -118,7 +118,7 @@ def test_report_filters_and_opens_a_case_panel(cli, tmp_path, served, driver):
     from selenium.webdriver.support.ui import Select
 
     project = tmp_path / "desk"
-    shutil.copytree(EXAMPLES / "stateful_agent", project, ignore=shutil.ignore_patterns("__pycache__", ".oloproof"))
+    copy_example("stateful_agent", project)
     # a recorded tool result carrying markup: it must render as text
     app = project / "app.py"
     app.write_text(app.read_text().replace(
@@ -166,10 +166,9 @@ def test_report_filters_and_opens_a_case_panel(cli, tmp_path, served, driver):
 
 
 @pytest.fixture
-def support_report(cli, support_project, tmp_path):
+def support_report(cli, support_run, tmp_path):
     """The support-agent example's report folder (40 cases: the case list is longer than a screen)."""
-    assert cli("run", cwd=support_project).exit_code == 1
-    r = cli("view", "latest", "--out", str(tmp_path / "report"), cwd=support_project)
+    r = cli("view", "latest", "--out", str(tmp_path / "report"), cwd=support_run)
     assert r.exit_code == 0, r.output
     return tmp_path / "report"
 
@@ -246,7 +245,7 @@ def test_incomplete_run_shows_a_banner_first(support_report, tmp_path, served, d
 
 def test_export_jsonl(cli, tmp_path):
     project = tmp_path / "desk"
-    shutil.copytree(EXAMPLES / "stateful_agent", project, ignore=shutil.ignore_patterns("__pycache__", ".oloproof"))
+    copy_example("stateful_agent", project)
     cli("run", cwd=project)
     r = cli("export", "latest", "--format", "jsonl", "--out", "run.jsonl", cwd=project)
     assert r.exit_code == 0
@@ -263,25 +262,21 @@ def test_export_jsonl(cli, tmp_path):
     assert len([l for l in lines if l["record"] == "agent_trajectory/v1"]) == 44
 
 
-def test_view_refuses_a_non_empty_folder(cli, tmp_path):
-    project = tmp_path / "desk"
-    shutil.copytree(EXAMPLES / "support_agent", project, ignore=shutil.ignore_patterns("__pycache__", ".oloproof"))
-    cli("run", cwd=project)
+def test_view_refuses_a_non_empty_folder(cli, tmp_path, support_run):
+    project = support_run
     write(tmp_path / "busy" / "x.txt", "mine")
     r = cli("view", "latest", "--out", str(tmp_path / "busy"), cwd=project)
     assert r.exit_code == 2 and "not empty" in r.output
     assert cli("view", "nope", "--out", str(tmp_path / "r2"), cwd=project).exit_code == 2
 
 
-def test_view_serves_on_localhost(cli, tmp_path):
+def test_view_serves_on_localhost(support_run):
     import re
     import subprocess
     import sys
     import urllib.request
 
-    project = tmp_path / "desk"
-    shutil.copytree(EXAMPLES / "support_agent", project, ignore=shutil.ignore_patterns("__pycache__", ".oloproof"))
-    cli("run", cwd=project)
+    project = support_run
     proc = subprocess.Popen([sys.executable, "-m", "oloproof", "view", "--port", "0"], cwd=project,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:

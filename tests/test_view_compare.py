@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import http.server
 import json
-import shutil
 import socket
 import sys
 import threading
@@ -19,7 +18,7 @@ import urllib.parse
 import pytest
 from click.testing import CliRunner
 
-from tests.conftest import EXAMPLES
+from tests.conftest import copy_example
 from tests.test_diff import change_agent, set_version
 from tests.test_view import browser, wait
 
@@ -54,7 +53,7 @@ def two_runs(folder, hostile=False):
     v2; with ``hostile``, a case id, an output, tool arguments, metadata and a criterion name
     that carry markup."""
     p = folder / "support"
-    shutil.copytree(EXAMPLES / "support_agent", p, ignore=shutil.ignore_patterns("__pycache__", ".oloproof"))
+    copy_example("support_agent", p)
     set_version(p, "v1")
     if hostile:
         make_hostile(p)
@@ -231,6 +230,7 @@ def test_the_bundle_holds_both_runs_and_the_diff_document(compared):
     assert not (single / "data" / "diff.js").exists() and not (single / "data" / "base").exists()
 
 
+@pytest.mark.slow
 def test_comparison_page_lists_the_flipped_cases_and_opens_both_panels(compared, served, driver):
     from selenium.webdriver.common.by import By
 
@@ -346,6 +346,7 @@ def no_markup_ran(driver):
     assert driver.find_elements(By.CSS_SELECTOR, "#root img, #root b, #root script") == []
 
 
+@pytest.mark.slow
 def test_recorded_text_stays_text_on_the_comparison_page(tmp_path, served, driver):
     from selenium.webdriver.common.by import By
 
@@ -385,6 +386,7 @@ def test_recorded_text_stays_text_on_the_comparison_page(tmp_path, served, drive
     no_markup_ran(driver)
 
 
+@pytest.mark.slow
 def test_an_incomplete_candidate_and_cases_on_one_side(tmp_path, served, driver):
     """A candidate killed mid-run (unsealed) whose first case asks another question: the
     banner says so, the cases it never recorded open beside "no case" and the changed case
@@ -394,7 +396,7 @@ def test_an_incomplete_candidate_and_cases_on_one_side(tmp_path, served, driver)
     from selenium.webdriver.common.by import By
 
     p = tmp_path / "support"
-    shutil.copytree(EXAMPLES / "support_agent", p, ignore=shutil.ignore_patterns("__pycache__", ".oloproof"))
+    copy_example("support_agent", p)
     set_version(p, "v1")
 
     def oloproof(*args):
