@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from typing import Any, Callable, Literal, Mapping, Sequence, Union
+from typing import Any, Callable, Final, Literal, Mapping, Sequence, Union, cast, get_args
 
 import msgspec
 
@@ -64,6 +64,9 @@ class Event(msgspec.Struct, frozen=True, tag_field="type", omit_defaults=True):
 
 
 class RunStarted(Event, frozen=True, tag="run_started.v1"):
+    """Opens a run's own stream (``<run_id>``): the system, its records, the configuration
+    and suite it runs under (with their digests) and what it could see when it started."""
+
     run_id: str
     system_name: str
     system_version: str
@@ -98,11 +101,16 @@ class RunStarted(Event, frozen=True, tag="run_started.v1"):
 
 
 class RunResumed(Event, frozen=True, tag="run_resumed.v1"):
+    """A ``run --resume`` took up an unfinished run again (the run's stream, ``<run_id>``)."""
+
     run_id: str
     resumed_at: str
 
 
 class RunFinished(Event, frozen=True, tag="run_finished.v1"):
+    """Ended a run in logs written before seals (the run's stream, ``<run_id>``); still read,
+    no longer written: :class:`RunSealed` replaces it."""
+
     run_id: str
     finished_at: str
     cases_committed: int
@@ -135,6 +143,9 @@ class RunPinned(Event, frozen=True, tag="run_pinned.v1"):
 
 
 class CaseStarted(Event, frozen=True, tag="case_started.v1"):
+    """Opens a case's stream (``<run_id>/<case_id>``): the case as the run asked it — input,
+    initial state, expected, metadata, cluster, fault, trial — and its fingerprint (SPEC §3)."""
+
     run_id: str
     case_id: str
     position: int
@@ -156,6 +167,9 @@ class CaseStarted(Event, frozen=True, tag="case_started.v1"):
 
 
 class StepRecorded(Event, frozen=True, tag="step.v1"):
+    """One step of an ``agent_trajectory/v1`` record (1-based ``index``), in a case stream or
+    a replay stream (``replay/<key>``): a message, tool call or result, handoff, final…"""
+
     index: int
     kind: StepKind
     tool_name: str | None = None
@@ -176,12 +190,18 @@ class StepRecorded(Event, frozen=True, tag="step.v1"):
 
 
 class ConstraintRecorded(Event, frozen=True, tag="constraint.v1"):
+    """An environment check the system recorded about step ``step_index`` and whether it
+    passed (case or replay stream; ``agent_constraints_satisfied`` reads it)."""
+
     name: str
     passed: bool
     step_index: int
 
 
 class CheckpointRecorded(Event, frozen=True, tag="checkpoint.v1"):
+    """A resume point before step ``step_index``, with the sandbox's state there when the
+    system is Stateful (case stream): where a replay starts (SPEC §7)."""
+
     step_index: int
     state: Any = None
     id: str | None = None
@@ -232,6 +252,9 @@ class UsageRecorded(Event, frozen=True, tag="usage.v1"):
 
 
 class EnvironmentStateRecorded(Event, frozen=True, tag="environment_state.v1"):
+    """The sandbox's ``snapshot()`` when the case (or replay) ended, even one that raised
+    (``environment_state/v1``, SPEC §4.3), in its case or replay stream."""
+
     state: Any = None
 
 
@@ -254,6 +277,9 @@ class ReplayStarted(Event, frozen=True, tag="replay_started.v1"):
 
 
 class ReplayFinished(Event, frozen=True, tag="replay_finished.v1"):
+    """Closes a replay stream (``replay/<key>``): the replay's output or error, where it left
+    the tape, and whether its fault was injected (a fault never injected is a replay error)."""
+
     output: Any = None
     error: str | None = None
     error_kind: str | None = None  # system_error (the agent raised) | replay_error
@@ -347,9 +373,10 @@ class Codec:
         self.upcasters = dict(upcasters)
         union = Union[events]  # type: ignore[valid-type]
         self._one = msgspec.json.Decoder(union)
-        self._many = msgspec.json.Decoder(list[union])  # type: ignore[valid-type]
+        self._many = msgspec.json.Decoder(list[union])
         self._union = union
-        self._tags: dict[type, str] = {cls: cls.__struct_config__.tag for cls in events}  # type: ignore[misc]
+        # msgspec types a tag str | int | None: every event's is its str
+        self._tags: dict[type, str] = {cls: cast(str, cls.__struct_config__.tag) for cls in events}
         known = set(self._tags.values())
         #: the tags an older event is upcast to: a stored event decoded as one of them may have
         #: been written as another (its own type, kept in the log's type column, is read from
@@ -423,7 +450,7 @@ class Codec:
 
 
 #: the codec of the events the code knows now
-CODEC = Codec(AnyEvent.__args__, UPCASTERS)  # type: ignore[attr-defined]
+CODEC = Codec(get_args(AnyEvent), UPCASTERS)
 tag_of = CODEC.tag_of
 decode = CODEC.decode
 decode_many = CODEC.decode_many
@@ -494,10 +521,12 @@ def replayed_stream(payload: bytes) -> str:
 
 #: chain schemes: plain SHA-256 (anyone can recompute it) or HMAC-SHA256 under a key that
 #: stays outside the log (``OLOPROOF_LOG_KEY``)
-SHA256, HMAC_SHA256 = "sha256", "hmac-sha256"
+SHA256: Final = "sha256"
+HMAC_SHA256: Final = "hmac-sha256"
 
 
-def scheme_of(key: bytes | None) -> str:
+def scheme_of(key: bytes | None) -> ChainScheme:
+    """The chain scheme a log written with ``key`` uses: ``hmac-sha256`` with a key, else ``sha256``."""
     return SHA256 if key is None else HMAC_SHA256
 
 

@@ -76,10 +76,14 @@ def _plain(value: Any) -> Any:
     base type's own method, so that a subclass's ``__str__`` cannot change the text."""
     if isinstance(value, (tuple, list)):
         return tuple(_plain(v) for v in value)
-    for base in (str, bool, int, float):
-        if isinstance(value, base):
-            return value if type(value) is base else (
-                str.__str__(value) if base is str else int.__index__(value) if base is int else float.__float__(value))
+    if isinstance(value, str):
+        return value if type(value) is str else str.__str__(value)
+    if isinstance(value, bool):  # bool has no subclass
+        return value
+    if isinstance(value, int):
+        return value if type(value) is int else int.__index__(value)
+    if isinstance(value, float):
+        return value if type(value) is float else float.__float__(value)
     return value
 
 

@@ -32,7 +32,7 @@ from typing import Any, get_args
 import msgspec
 
 from oloproof.errors import RecordError
-from oloproof.events import EvidenceKind, StepKind, TerminalStatus
+from oloproof.events import EvidenceKind, StepKind, StepRecorded, TerminalStatus
 
 #: the values the log's Literal-typed fields may hold (oloproof.events): one list, read by both
 STEP_KINDS = frozenset(get_args(StepKind))
@@ -132,7 +132,7 @@ class PrefixSnapshot(msgspec.Struct, frozen=True):
     metadata: dict[str, Any] = {}
 
 
-def _step_types() -> tuple[type, ...]:
+def _step_types() -> tuple[type[AgentStep] | type[StepRecorded], ...]:
     from oloproof.events import StepRecorded
 
     return (AgentStep, StepRecorded)
@@ -142,7 +142,7 @@ def _fail(case_id: str, field: str, message: str) -> RecordError:
     return RecordError(f"case {case_id!r}: agent_trajectory/v1 field {field}: {message}")
 
 
-_STEP_TYPES: tuple[type, ...] = ()
+_STEP_TYPES: tuple[type[AgentStep] | type[StepRecorded], ...] = ()
 
 
 def validate_steps(steps: Any, case_id: str) -> None:
@@ -179,14 +179,15 @@ def validate_steps(steps: Any, case_id: str) -> None:
                 raise _fail(case_id, f"{where}.tool_name", "a tool_call step needs a tool_name")
             open_calls[step.tool_name] = open_calls.get(step.tool_name, 0) + 1
         elif step.kind == "tool_result":
-            if not open_calls.get(step.tool_name or ""):
+            called = step.tool_name or ""  # "" never has an open call
+            if not open_calls.get(called):
                 raise _fail(
                     case_id,
                     f"{where}",
                     f"tool_result for {step.tool_name!r} at step {step.index} has no matching "
                     "tool_call before it",
                 )
-            open_calls[step.tool_name] -= 1
+            open_calls[called] -= 1
         elif step.kind == "handoff" and not step.to_agent:
             raise _fail(case_id, f"{where}.to_agent", f"handoff step {step.index} has no to_agent")
     if named and first_unnamed is not None:
@@ -286,6 +287,7 @@ class UnfitValue(RecordError):
         super().__init__(f"{where}{path}: {problem}")
 
     def at(self, where: str) -> UnfitValue:
+        """The same problem at the same ``path``, named for the place ``where`` instead."""
         return UnfitValue(where, self.path, self.problem)
 
 

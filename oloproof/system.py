@@ -44,6 +44,8 @@ def _recorder() -> Any:
 
 @dataclass(frozen=True)
 class SystemInfo:
+    """What ``@system(...)`` declared: name, version and the records it promises (SPEC §2.1)."""
+
     name: str
     version: str
     records: tuple[str, ...]
@@ -69,6 +71,7 @@ def system(*, name: str, version: str, records: tuple[str, ...] | list[str] = ()
 
 
 def system_info(obj: Any) -> SystemInfo | None:
+    """The :class:`SystemInfo` ``@system`` set on ``obj``, or None when it was not declared."""
     info = getattr(obj, SYSTEM_ATTR, None)
     return info if isinstance(info, SystemInfo) else None
 
@@ -214,7 +217,20 @@ class Replayable(abc.ABC):
     """
 
     @abc.abstractmethod
-    def replay(self, trajectory: Any, *, checkpoint: Any, change: Any) -> Any: ...
+    def replay(self, trajectory: Any, *, checkpoint: Any, change: Any) -> Any:
+        """Re-run from ``checkpoint`` with ``change`` applied (None: a control replay).
+
+        Args:
+            trajectory: the recorded :class:`~oloproof.records.AgentTrajectory` of the case.
+            checkpoint: the :class:`~oloproof.records.AgentCheckpoint` to start from (its
+                step index, a copy of its state, its id).
+            change: the substituted tool result (``step_index``, ``tool_name``, ``result``,
+                ``fault``), or None.
+
+        Returns:
+            The replay's output, as a run returns it; its trajectory is recorded through
+            ``current_case()``.
+        """
 
     @classmethod
     def __subclasshook__(cls, other: type) -> Any:
@@ -233,7 +249,9 @@ class Resumable(abc.ABC):
     """
 
     @abc.abstractmethod
-    def resume(self, snapshot: Any) -> Any: ...
+    def resume(self, snapshot: Any) -> Any:
+        """Act from a frozen prefix's :class:`~oloproof.records.PrefixSnapshot`; the first
+        action past the boundary is recorded, not executed, and ends the case (SPEC §14)."""
 
     @classmethod
     def __subclasshook__(cls, other: type) -> Any:
@@ -282,10 +300,12 @@ class SystemSlot:
 
     @property
     def name(self) -> str:
+        """The system's declared name (its factory's)."""
         return self.factory.name
 
     @property
     def version(self) -> str:
+        """The system's declared version (its factory's)."""
         return self.factory.version
 
     def discard(self) -> None:
@@ -356,6 +376,12 @@ class SystemFactory:
                 "create clients and locks inside the object, not at import") from e
 
     def make_slot(self) -> SystemSlot:
+        """A new slot under the per-slot rule: ``factory()`` when given, a fresh instance of a
+        class, else the target itself (a function, or the one object).
+
+        Raises:
+            ConfigError: the factory or the class's constructor raised.
+        """
         if self.factory is not None:
             try:
                 obj = self.factory()

@@ -46,6 +46,8 @@ class StoreContract:
     """The backend contract. Subclasses implement :meth:`make_store` and :meth:`reopen`."""
 
     def make_store(self, tmp_path: Path) -> EventStore:
+        """A new, empty, writable store of the backend under test (``tmp_path``: a fresh
+        folder it may use); the ``store`` fixture closes it after each test."""
         raise NotImplementedError
 
     def reopen(self, store: EventStore, *, readonly: bool = False) -> EventStore:
@@ -62,6 +64,7 @@ class StoreContract:
     # ---- appends and reads -----------------------------------------------------------------
 
     def test_append_and_read(self, store: EventStore) -> None:
+        """Appended events read back by stream, by prefix in (stream, seq) order, and by name."""
         store.commit([batch("r1/a", 0, 3), batch("r1/b", 0, 2)])
         assert [e.seq for e in store.read_stream("r1/a")] == [0, 1, 2]
         assert store.stream_length("r1/b") == 2
@@ -72,6 +75,8 @@ class StoreContract:
         assert store.first_event("r1/b") is not None and store.first_event("nope") is None
 
     def test_the_typed_log_round_trips_events_and_names_an_undecodable_one(self, store: EventStore) -> None:
+        """Events read back equal through :class:`EventLog`; an undecodable one is a
+        :class:`CorruptLogError` naming its stream and sequence."""
         log = EventLog(store)
         events = [StepRecorded(0, "tool_call", "lookup", {"id": 7}), CaseFinished({"ok": True}, traceback="tb")]
         log.append("r1/c", 0, events)
@@ -88,6 +93,7 @@ class StoreContract:
             log.read("r1/d")
 
     def test_continuing_a_stream_extends_its_chain(self, store: EventStore) -> None:
+        """A second append to a stream continues its hash chain: it verifies, and the head moves."""
         store.commit([batch("run", 0, 1)])
         store.commit([batch("run", 1, 2)])
         assert store.verify().ok
@@ -95,6 +101,8 @@ class StoreContract:
         assert store.head("run") == (3, store.read_stream("run")[-1].digest)
 
     def test_a_duplicate_rolls_back_the_whole_batch(self, store: EventStore) -> None:
+        """A duplicate (stream, seq) rolls back the whole commit: its other streams and its
+        projection rows too."""
         store.commit([batch("r/a", 0, 1)])
         with pytest.raises(DuplicateEventError):
             store.commit([batch("r/new", 0, 2), batch("r/a", 0, 1)], {"runs": [RUN_ROW]})
@@ -102,11 +110,14 @@ class StoreContract:
         assert store.projection("runs") == []
 
     def test_a_gap_is_refused(self, store: EventStore) -> None:
+        """An append that would leave a sequence gap is refused like a duplicate."""
         store.commit([batch("r/a", 0, 1)])
         with pytest.raises(DuplicateEventError):
             store.commit([batch("r/a", 5, 1)])
 
     def test_backend_errors_are_oloproof_errors(self, store: EventStore) -> None:
+        """A backend's own error (here a key conflict) reaches callers translated into an
+        :class:`OloproofError`, never as the driver's exception."""
         store.commit([batch("r/a", 0, 1)])
         with pytest.raises(OloproofError):  # translated once, at the boundary
             store.commit([batch("r/a", 0, 1)])
@@ -114,6 +125,8 @@ class StoreContract:
     # ---- transactions and projections ----------------------------------------------------
 
     def test_a_transaction_keeps_every_commit_or_none(self, store: EventStore) -> None:
+        """The commits inside :meth:`~EventStore.transaction` are seen inside it, all kept when
+        it ends, none (events or rows) when it raises."""
         store.commit([batch("r/a", 0, 1)])
         with pytest.raises(RuntimeError):
             with store.transaction():
@@ -130,6 +143,7 @@ class StoreContract:
         assert store.verify().ok
 
     def test_projection_upsert_and_filter(self, store: EventStore) -> None:
+        """A projection row with an existing key replaces it; rows filter and count by equality."""
         store.commit([], {"runs": [("r1", "s", "v", "t1", 2, "incomplete", None, "k")]})
         store.commit([], {"runs": [("r1", "s", "v", "t1", 2, "complete", "t2", "k")],
                           "cases": [("r1", "a", 0, "f", "ok", 2, None), ("r1", "b", 1, "f", "error", None, "boom")]})
@@ -138,6 +152,8 @@ class StoreContract:
         assert store.count("cases", run_id="r1") == 2
 
     def test_rebuild_projections_calls_the_projector_in_log_order(self, store: EventStore) -> None:
+        """A rebuild feeds the projector every stream in (stream, seq) order and replaces every
+        previous row with what it returns."""
         store.commit([batch("r", 0, 1), batch("r/a", 0, 2), batch("r/b", 0, 1)])
         seen: list[tuple[str, int]] = []
 
@@ -151,6 +167,7 @@ class StoreContract:
         assert [r["case_id"] for r in store.projection("cases")] == ["r/a", "r/b"]
 
     def test_verify_counts_a_fresh_log(self, store: EventStore) -> None:
+        """:meth:`~EventStore.verify` of an untouched log is ok and counts its streams and events."""
         store.commit([batch("r/a", 0, 5), batch("r/b", 0, 1)])
         report = store.verify()
         assert report.ok and report.streams == 2 and report.events == 6
@@ -183,6 +200,8 @@ class StoreContract:
         assert report.ok and report.events == 4 * 25 * 3 and report.streams == 100
 
     def test_a_read_only_reader_beside_a_writer(self, store: EventStore) -> None:
+        """A read-only handle sees nothing of a writer's open transaction, and all of it once
+        committed; its chains verify."""
         store.commit([batch("r/a", 0, 2)])
         reader = self.reopen(store, readonly=True)
         try:

@@ -10,7 +10,7 @@ Pure: no I/O.
 from __future__ import annotations
 
 from types import MappingProxyType
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence, cast
 
 import msgspec
 
@@ -47,10 +47,12 @@ class TrajectoryView(msgspec.Struct, frozen=True):
 
     @property
     def calls(self) -> list[StepRecorded]:
+        """The ``tool_call`` steps, in order (results and other kinds left out)."""
         return [s for s in self.steps if s.kind == "tool_call"]
 
     @property
     def tool_names(self) -> list[str]:
+        """The tool name of every ``tool_call`` step, in call order, repeats kept."""
         return [s.tool_name for s in self.steps if s.kind == "tool_call"]  # type: ignore[misc]
 
 
@@ -72,6 +74,7 @@ class ReplayView(msgspec.Struct, frozen=True):
 
     @property
     def kind(self) -> str:
+        """``control``, ``fault`` or ``probe``, as its ``replay_started`` recorded."""
         return self.started.kind
 
 
@@ -128,6 +131,8 @@ class CaseView(msgspec.Struct, frozen=True):
 
     @property
     def is_derived(self) -> bool:
+        """Whether this is a metamorphic case derived from another (``<source>~<transform>``,
+        SPEC §7.2): its cluster is its source's id, not its own."""
         return self.cluster != self.case_id
 
     @property
@@ -156,19 +161,20 @@ def fold_records(events: Sequence[Event], into: dict[str, Any]) -> Iterator[Even
     for ev in events:
         t = type(ev)
         if t is StepRecorded:
-            steps.append(ev)  # type: ignore[arg-type]
+            steps.append(cast(StepRecorded, ev))
         elif t is ConstraintRecorded:
-            constraints.append(ev)  # type: ignore[arg-type]
+            constraints.append(cast(ConstraintRecorded, ev))
         elif t is CheckpointRecorded:
-            checkpoints.append(ev)  # type: ignore[arg-type]
+            checkpoints.append(cast(CheckpointRecorded, ev))
         elif t is TrajectoryRecorded:
+            end = cast(TrajectoryRecorded, ev)
             into["trajectory"] = TrajectoryView(
-                tuple(steps), ev.terminal_status, ev.truncated, ev.step_limit,  # type: ignore[attr-defined]
+                tuple(steps), end.terminal_status, end.truncated, end.step_limit,
                 tuple(constraints), tuple(checkpoints),
             )
             steps, constraints, checkpoints = [], [], []
         elif t is EnvironmentStateRecorded:
-            into["state"] = ev.state  # type: ignore[attr-defined]
+            into["state"] = cast(EnvironmentStateRecorded, ev).state
         else:
             yield ev
 
@@ -195,15 +201,15 @@ def fold_case(events: Sequence[Event], stream: str = "?") -> CaseView:
     """Fold one case stream's events into a :class:`CaseView` (without evidence)."""
     if not events or not isinstance(events[0], CaseStarted):
         raise CorruptLogError(f"stream {stream!r}: a case stream must begin with case_started")
-    start: CaseStarted = events[0]  # type: ignore[assignment]
+    start: CaseStarted = events[0]
     fields: dict[str, Any] = {}
     for ev in _fold_environment(events[1:], fields, ("effects", "evidence", "usage")):
         if type(ev) is CaseFinished:
-            fields["output"] = ev.output  # type: ignore[attr-defined]
-            fields["error"] = ev.error  # type: ignore[attr-defined]
-            fields["error_kind"] = ev.error_kind  # type: ignore[attr-defined]
-            if ev.traceback is not None:  # type: ignore[attr-defined]
-                fields["traceback"] = ev.traceback  # type: ignore[attr-defined]
+            fields["output"] = ev.output
+            fields["error"] = ev.error
+            fields["error_kind"] = ev.error_kind
+            if ev.traceback is not None:
+                fields["traceback"] = ev.traceback
             fields["finished"] = True
     return CaseView(
         case_id=start.case_id,
@@ -225,6 +231,6 @@ def fold_replay(events: Sequence[Event], stream: str = "?") -> ReplayView:
     fields: dict[str, Any] = {}
     for ev in _fold_environment(events[1:], fields, ("effects", "evidence")):
         if type(ev) is ReplayFinished:
-            fields.update(output=ev.output, error=ev.error, error_kind=ev.error_kind,  # type: ignore[attr-defined]
-                          diverged=ev.diverged, injected=ev.injected)  # type: ignore[attr-defined]
-    return ReplayView(events[0], **fields)  # type: ignore[arg-type]
+            fields.update(output=ev.output, error=ev.error, error_kind=ev.error_kind,
+                          diverged=ev.diverged, injected=ev.injected)
+    return ReplayView(events[0], **fields)

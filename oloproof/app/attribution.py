@@ -42,12 +42,20 @@ STREAM = "attribution/"
 
 
 def attribution_settings(project: Project) -> AttributionSettings:
+    """The project's ``attribution:`` settings, validated (errors located in
+    ``oloproof.yaml``); the ``judge`` key is left to :func:`load_judge`."""
     raw = dict(project.config.attribution or {})
     raw.pop("judge", None)
     return validate_model(AttributionSettings, raw, project.locator.where, prefix=("attribution",))
 
 
 def load_judge(project: Project) -> Callable[..., Any] | None:
+    """The model judge ``attribution.judge: module:function`` names, imported from the
+    project; None when none is configured.
+
+    Raises:
+        ConfigError: the spec is not ``module:function``, or what it names is not callable.
+    """
     spec = (project.config.attribution or {}).get("judge")
     if spec is None:
         return None
@@ -65,6 +73,10 @@ def load_judge(project: Project) -> Callable[..., Any] | None:
 
 @dataclass
 class AttributionResult:
+    """What :func:`attribute_case` stored and returns: the attribution ``record`` (with its
+    ``recoverability`` when bisected), the case's verdicts under the run's own rules
+    (criterion -> verdict) and the bisection's probes."""
+
     run_id: str
     case_id: str
     record: dict[str, Any]
@@ -188,8 +200,10 @@ def _probe(store: EventStore, slot: Any, code: str, view: CaseView, checkpoint: 
     plan = Plan(checkpoint, checkpoint.step_index)
     with contained_exit():
         payloads, types = run_replay(slot, view, plan, None, timeout)
+    if view.started is None:  # a view folded from a case stream always has it
+        raise ValueError(f"case {view.case_id!r}: no case_started, so no case stream to name")
     started = ReplayStarted(cache_key=key, kind="probe", case_id=view.case_id,
-                            case_stream=f"{view.started.run_id}/{view.case_id}",  # type: ignore[union-attr]
+                            case_stream=f"{view.started.run_id}/{view.case_id}",
                             fingerprint=view.fingerprint, system_name=slot.name, system_version=slot.version,
                             checkpoint_step=checkpoint.step_index, checkpoint_id=checkpoint.id,
                             checkpoint_digest=plan.digest, method="replayable" if slot.replayable else "tape",
@@ -248,7 +262,7 @@ def bisect(store: EventStore, project: Project, run: Any, suite: Any, view: Case
         by_step.setdefault(boundary.step_index, boundary)
     checkpoints = sorted(by_step.values(), key=lambda c: c.step_index)
     slot, code = load_control(project, control)
-    out = {"status": "unknown", "control": f"{slot.name} {slot.version}", "method": "bisection"}
+    out: dict[str, Any] = {"status": "unknown", "control": f"{slot.name} {slot.version}", "method": "bisection"}
     if not checkpoints:
         out["reason"] = "the case recorded no checkpoints (a Stateful @tool system records one before each call)"
         return out, []

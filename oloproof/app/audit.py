@@ -23,7 +23,7 @@ chains and seal first and refuses a broken run; ``audit verify`` checks every ru
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from oloproof.errors import CorruptLogError
 from oloproof.events import CODEC, RunFinished, RunSealed, RunStarted, seal_digest, stored_tag
@@ -36,6 +36,10 @@ HEAD = 16  # hex digits of a stream's head kept in the seal, to name a rewritten
 
 @dataclass
 class RunAudit:
+    """One run checked against its seal: its start, seal (or pre-seal finish), the cases
+    committed and every problem found (a broken chain, a stream deleted or cut, a case added
+    after the seal)."""
+
     run_id: str
     started: RunStarted | None
     sealed: RunSealed | None = None
@@ -45,6 +49,7 @@ class RunAudit:
 
     @property
     def expected(self) -> int:
+        """The cases the run set out to record (0 when its start event is gone)."""
         return self.started.case_count if self.started is not None else 0
 
     @property
@@ -58,10 +63,12 @@ class RunAudit:
 
     @property
     def digest(self) -> str | None:
+        """The seal digest (what ``audit verify --expect`` compares), None for an unsealed run."""
         return self.sealed.digest if self.sealed is not None else None
 
     @property
     def status(self) -> str:
+        """``broken`` (any problem), ``sealed``, ``finished (before seals)`` or ``incomplete``."""
         if self.problems:
             return "broken"
         if self.sealed is not None:
@@ -97,6 +104,7 @@ def sealed_streams(sealed: RunSealed) -> dict[str, list]:
 
 
 def sealed_replays(sealed: RunSealed) -> list[str]:
+    """The full names of the replay streams the seal covers."""
     return [PREFIX + key for key in sealed.replays]
 
 
@@ -139,7 +147,7 @@ def audit_run(store: EventStore, run_id: str, *, chains: bool = True) -> RunAudi
             problems.append(f"{run_id} #{ev.seq}: stored type {ev.type!r} disagrees with its payload ({tag!r})")
     seal_at = next((i for i, e in enumerate(events) if isinstance(e, RunSealed)), None)
     if seal_at is not None:
-        audit.sealed = events[seal_at]  # type: ignore[assignment]
+        audit.sealed = cast(RunSealed, events[seal_at])  # seal_at is where a RunSealed is
         if seal_at != len(events) - 1:
             problems.append(f"{run_id}: events appended after the seal: {len(events) - 1 - seal_at}")
     else:
@@ -225,6 +233,9 @@ def _short(e: Exception) -> str:
 
 @dataclass
 class LogAudit:
+    """``audit verify`` over a whole log: every run's audit, orphaned case streams, the
+    streams and events checked, and the problems that belong to no run."""
+
     runs: list[RunAudit]
     orphans: list[str]  # case streams whose run stream is gone
     streams: int
@@ -233,6 +244,7 @@ class LogAudit:
 
     @property
     def ok(self) -> bool:
+        """No problem anywhere and every run complete: an incomplete run fails the audit too."""
         return not self.problems and all(not r.problems and r.complete for r in self.runs)
 
 

@@ -30,7 +30,9 @@ def state_at(view: CaseView, before: int) -> Any:
 def default_boundary(view: CaseView, step: int) -> int:
     """The boundary for a first unacceptable step: before it, and before the model decisions
     that chose it (a frozen model decision would hand the candidate the old answer)."""
-    steps = view.trajectory.steps  # type: ignore[union-attr]
+    if view.trajectory is None:
+        raise ValueError(f"case {view.case_id!r} recorded no trajectory: it has no boundary")
+    steps = view.trajectory.steps
     before = step
     while before > 1 and steps[before - 2].kind == "decision":
         before -= 1

@@ -43,6 +43,8 @@ def _require_pairs(base: StoredRun, candidate: StoredRun, pair: Pairing) -> None
 
 @dataclass
 class CriterionDiff:
+    """A criterion both runs judged: each run's rate interval and the case-by-case flips."""
+
     criterion: str
     base: RateInterval
     candidate: RateInterval
@@ -51,6 +53,9 @@ class CriterionDiff:
 
 @dataclass
 class MetricDiff:
+    """A quantile metric both runs have: each run's interval and the median paired
+    difference (candidate − base) over the ``pairs`` paired cases with a value on both sides."""
+
     id: str
     quantile: float
     unit: str | None
@@ -62,6 +67,9 @@ class MetricDiff:
 
 @dataclass
 class SliceDiff:
+    """The flips of one criterion within one of the candidate's slice groups; only groups
+    where something moved are listed. Descriptive: slices never gate."""
+
     slice: str
     criterion: str
     flips: Flips
@@ -69,6 +77,10 @@ class SliceDiff:
 
 @dataclass
 class RunDiff:
+    """What :func:`diff_runs` returns: both runs and their summaries, how their cases
+    paired, the per-criterion, per-metric and per-slice differences, and the criteria only
+    one side judged."""
+
     base: StoredRun
     candidate: StoredRun
     base_summary: Summary
@@ -114,7 +126,7 @@ def diff_runs(store: EventStore, base_ref: str, candidate_ref: str, *, allow_unp
     # slices: the candidate's groups, descriptive only
     slices = []
     for j, spec in enumerate(cand_suite.slices):
-        labels = sorted({c.groups[j] for c in cand_cases.values() if c.groups[j] is not None}, key=spec.order)
+        labels = sorted({g for g in (c.groups[j] for c in cand_cases.values()) if g is not None}, key=spec.order)
         for label in labels:
             members = {k for k, c in cand_cases.items() if c.groups[j] == label}
             for c in common:

@@ -30,10 +30,14 @@ class PairSources:
         self._last: CaseView | None = None
 
     def seen(self, view: CaseView) -> None:
+        """Note a case read in suite order; a source case is kept for the derived cases that
+        follow it."""
         if not view.is_derived:
             self._last = view
 
     def source_of(self, view: CaseView) -> CaseView | None:
+        """The source case of a derived case (the last one seen, else looked up in the log;
+        None when it was not recorded), or None for a case that is not derived."""
         if not view.is_derived:
             return None
         source_id = view.cluster
@@ -60,21 +64,29 @@ class RunEvidence:
         self.pairs = PairSources(store, run.run_id)
 
     def evidence(self, view: CaseView) -> tuple[Replays, CaseView | None]:
+        """A case's stored fault replays (only when the suite judges faults) and its
+        metamorphic source (only when the suite judges pairs). Cases must come in suite order."""
         self.pairs.seen(view)
         replays = self.replays.collect(view, self.suite.fault_specs) if self.suite.fault_specs else NO_REPLAYS
         source = self.pairs.source_of(view) if self.suite.needs_pairs else None
         return replays, source
 
     def judge(self, view: CaseView) -> CaseResult:
+        """Judge one stored case with its evidence (:meth:`evidence`)."""
         replays, source = self.evidence(view)
         return self.suite.evaluate(view, replays=replays, pair_source=source)
 
     def with_evidence(self, view: CaseView) -> CaseView:
+        """The case view with its evidence attached, for callers that judge or show it
+        themselves (the case panel, ``attribute``)."""
         replays, source = self.evidence(view)
         return view.with_evidence(replays=replays, pair_source=source)
 
 
 def accumulator(run: StoredRun, suite: SuiteEvaluation, keep_cases: bool) -> Accumulator:
+    """An :class:`~oloproof.evaluate.engine.Accumulator` shaped by how the run was recorded:
+    every case its own cluster, or, with transforms or trials, clusters of ``trials ×
+    (1 + transforms)`` cases (and, with trials > 1, pass^k)."""
     # a run recorded with transforms (or trials) holds clusters, whatever the configuration
     # says now: the trials of a case, with its derived cases' trials, are one cluster
     metamorphic = run.started.config["oloproof"].get("metamorphic")

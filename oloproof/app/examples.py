@@ -20,6 +20,12 @@ _SKIP = {"__pycache__", ".oloproof", ".pytest_cache"}
 
 
 def examples_root() -> Path:
+    """The folder the examples are in: ``oloproof/_examples`` in a wheel, ``examples/`` in a
+    source checkout.
+
+    Raises:
+        UsageError: neither exists (a broken installation).
+    """
     package = Path(__file__).resolve().parent.parent
     for candidate in (package / "_examples", package.parent / "examples"):
         if candidate.is_dir():
@@ -28,6 +34,12 @@ def examples_root() -> Path:
 
 
 def example_files(name: str) -> tuple[Path, list[Path]]:
+    """An example's folder (``name`` is an example or ``blank``) and its files, sorted,
+    without caches, local logs and ``.pyc`` files.
+
+    Raises:
+        UsageError: an unknown example (the message lists the available ones).
+    """
     if name not in _FOLDERS:
         raise UsageError(f"unknown example {name!r} (available: {', '.join(sorted(EXAMPLES))})")
     source = examples_root() / _FOLDERS[name]

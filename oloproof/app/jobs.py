@@ -32,12 +32,19 @@ from oloproof.views import NO_REPLAYS, fold_case
 
 
 class JudgeArgs(msgspec.Struct, frozen=True):
+    """What a worker needs to record and judge one case: the case's recording arguments, the
+    digest of the run's stored configuration (its suite is built once per digest) and the
+    evaluation key its ``evaluations`` row is stored under."""
+
     case: CaseArgs
     config_digest: str  # of the run's stored configuration, which travels as the factory's context
     eval_key: str
 
 
 class JudgedCase(msgspec.Struct, frozen=True):
+    """A worker's answer: the case's encoded events and, unless its worker died, its
+    projection row, encoded result and the result's fields for the driver to aggregate."""
+
     record: CaseRecord
     #: the ``cases`` projection row, and the encoded result (``evaluations`` row); None when
     #: the case could not be judged where it ran (its worker died): the driver judges it
@@ -53,6 +60,8 @@ class JudgedCase(msgspec.Struct, frozen=True):
     claimed: bool = False
 
     def case_result(self, position: int) -> CaseResult:
+        """The :class:`~oloproof.evaluate.engine.CaseResult` again, at suite ``position``
+        (msgspec brought its tuples back as lists)."""
         return CaseResult(self.record.case_id, position, tuple(self.verdicts),
                           tuple(tuple(v) if isinstance(v, list) else v for v in self.values),
                           tuple(self.groups), tuple(self.paths), self.cluster, self.fingerprint, self.claimed)
@@ -85,14 +94,19 @@ def _judged(slot: SystemSlot, args: JudgeArgs, record: CaseRecord) -> JudgedCase
 
 
 def judge_case(slot: SystemSlot, args: JudgeArgs, timeout: float | None) -> JudgedCase:
+    """Record the case on ``slot`` (within ``timeout`` seconds), then judge it from its own
+    encoded events with no replays and no pair source."""
     return _judged(slot, args, record_case(slot, args.case, timeout))
 
 
 async def ajudge_case(slot: SystemSlot, args: JudgeArgs, timeout: float | None) -> JudgedCase:
+    """:func:`judge_case` for an async system."""
     return _judged(slot, args, await arecord_case(slot, args.case, timeout))
 
 
 def failed_judged(args: JudgeArgs, error: str, kind: str) -> JudgedCase:
+    """The answer for a case that could not finish where it ran (``worker_died``,
+    ``case_timeout``): its start and error, unjudged, so the driver judges it."""
     return JudgedCase(failed_case(args.case, error, kind))
 
 

@@ -45,6 +45,10 @@ BATCH = 500
 
 @dataclass
 class ImportOutcome:
+    """An imported, sealed run: its id, system name and version, the cases written, the
+    spans read, the spans no step was mapped from (``otel.unmapped_spans``) and the seal
+    digest."""
+
     run_id: str
     system: str
     version: str

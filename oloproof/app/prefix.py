@@ -50,7 +50,8 @@ class PrefixProject(Project):
     is_prefix = True
 
     @property
-    def cases(self) -> Any:  # type: ignore[override]
+    def cases(self) -> Any:
+        """The prefix case files under the ``prefix.cases`` folder, read as a suite."""
         return PrefixCases(self.root / self.config.cases)
 
 
@@ -95,6 +96,9 @@ def load_prefix_project(root: Path | str = ".") -> Project:
 
 @dataclass(frozen=True)
 class PrefixRow:
+    """One prefix case (one trial) of a run: its boundary (``before_step``, ``category``)
+    and what the candidate did there."""
+
     case_id: str
     trial: int | None
     before_step: int
@@ -103,13 +107,16 @@ class PrefixRow:
 
 
 def prefix_outcomes(views: list[CaseView]) -> list[PrefixRow]:
+    """Per prefix case, in suite order (trials in turn), what the candidate did at its
+    boundary (:func:`oloproof.evaluate.prefix.classify`); cases that are no prefix case are
+    left out."""
     rows = []
     for view in sorted(views, key=lambda v: (v.position, v.started.trial or 0 if v.started else 0)):
-        prefix = view.started.prefix if view.started is not None else None
-        if prefix is None:
+        started = view.started
+        if started is None or started.prefix is None:
             continue
-        boundary = prefix.get("boundary") or {}
-        rows.append(PrefixRow(view.case_id, view.started.trial, int(boundary.get("before_step", 0)),  # type: ignore[union-attr]
+        boundary = started.prefix.get("boundary") or {}
+        rows.append(PrefixRow(view.case_id, started.trial, int(boundary.get("before_step", 0)),
                               boundary.get("category"), classify(view)))
     return rows
 
@@ -118,7 +125,15 @@ def prefix_outcomes(views: list[CaseView]) -> list[PrefixRow]:
 
 
 def check_boundary(view: CaseView, before: int) -> None:
-    steps = view.trajectory.steps  # type: ignore[union-attr]
+    """Check that a boundary before step ``before`` (1-based) can be frozen: it is one of the
+    case's steps and does not fall between a tool call and its result.
+
+    Raises:
+        UsageError: the step is out of range, or inside a tool call.
+    """
+    if view.trajectory is None:
+        raise UsageError(f"case {view.case_id!r} recorded no trajectory: there is no step to put a boundary before")
+    steps = view.trajectory.steps
     if not 1 <= before <= len(steps):
         raise UsageError(f"--before-step {before}: case {view.case_id!r} has steps 1..{len(steps)}; the boundary "
                          "is before one of them")
@@ -263,7 +278,9 @@ def default_actions(category: str | None, view: CaseView, tools: list[str], sett
                     before: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The acceptable and forbidden next actions ``prefix create`` proposes for a boundary of
     ``category`` — a starting point for review, never one canonical continuation."""
-    steps = view.trajectory.steps  # type: ignore[union-attr]
+    if view.trajectory is None:
+        raise ValueError(f"case {view.case_id!r} recorded no trajectory: it has no next action to propose")
+    steps = view.trajectory.steps
     models = {s.tool_name for s in steps if s.kind == "decision"}  # model calls are no actions
     tools = [t for t in tools if t not in models]
     used = {s.tool_name for s in steps[:before - 1] if s.kind == "tool_call"}
@@ -278,10 +295,11 @@ def default_actions(category: str | None, view: CaseView, tools: list[str], sett
     # a change tool the agent called with a path: changing a protected path with it is forbidden
     path_args: dict[str, str] = {}
     for s in steps:
-        if s.kind == "tool_call" and isinstance(s.arguments, dict) and _is_change(s.tool_name or "", settings):
+        if s.kind == "tool_call" and s.tool_name is not None and isinstance(s.arguments, dict) \
+                and _is_change(s.tool_name, settings):
             key = next((a for a in settings.path_arguments if a in s.arguments), None)
             if key is not None:
-                path_args.setdefault(s.tool_name, key)  # type: ignore[arg-type]
+                path_args.setdefault(s.tool_name, key)
     weakening = [{"tool": t, "arguments": {a: list(settings.protected_paths)}, "critical": True,
                   "note": "changing a protected path (weakening the acceptance checks)"}
                  for t, a in sorted(path_args.items())]
@@ -304,6 +322,9 @@ def _is_error(s: Any) -> bool:
 
 @dataclass(frozen=True)
 class CreatedPrefix:
+    """A prefix case written by :func:`write_prefix`: its YAML file, its frozen-content
+    sidecar (None when the content fit in the file), its boundary and any warnings."""
+
     path: Path
     sidecar: Path | None
     case_id: str
@@ -343,11 +364,12 @@ def prefix_document(view: CaseView, run: Any, before: int, attribution: dict[str
                                                                     if s.kind == "tool_call" and s.tool_name})
     acceptable, forbidden = default_actions(category, view, tools, settings, before)
     evidence = []
-    for e in (attribution or {}).get("evidence") or []:
+    found = attribution or {}
+    for e in found.get("evidence") or []:
         step = e.get("step")
         if step is not None and step >= before:
             # the content of a step at or after the boundary would hint the answer
-            evidence.append({"step": step, "text": f"step {step}: {attribution.get('primary', {}).get('rule', category)}"})
+            evidence.append({"step": step, "text": f"step {step}: {found.get('primary', {}).get('rule', category)}"})
         else:
             evidence.append({k: v for k, v in (("step", step), ("text", str(e.get("text", ""))[:4000]))
                              if v is not None})

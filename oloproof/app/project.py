@@ -13,7 +13,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from oloproof.config.cases import CaseFile, SuiteInfo
 from oloproof.config.files import read_regular
@@ -36,6 +36,10 @@ CONFIG_FILE = "oloproof.yaml"
 
 @dataclass
 class Project:
+    """A validated project: its folder, ``oloproof.yaml`` (with the locator its errors are
+    placed with), ``release.yaml``, the configuration a run stores, and the suite built from
+    them. Made by :func:`load_project`."""
+
     root: Path
     config: ProjectConfig
     locator: Locator
@@ -43,7 +47,7 @@ class Project:
     stored_config: dict[str, Any]
     suite: SuiteEvaluation
     #: where ``suite``'s evaluators sit in oloproof.yaml (a prefix suite's: ``prefix.evaluators``)
-    evaluators_path = ("evaluators",)
+    evaluators_path: ClassVar[tuple[str, ...]] = ("evaluators",)
     #: a partial run's choice of cases (``RunStarted.selection``); None: the whole suite
     selection: dict[str, Any] | None = None
     #: a project whose cases are its prefix cases (``oloproof prefix run``)
@@ -51,14 +55,17 @@ class Project:
 
     @property
     def config_digest(self) -> str:
+        """SHA-256 of the canonical JSON of the stored configuration (as ``RunStarted`` holds it)."""
         return hashlib.sha256(canonical_json(self.stored_config)).hexdigest()
 
     @property
     def cases(self) -> CaseFile:
+        """The source cases file that ``cases:`` names, relative to the project folder."""
         return CaseFile(self.root / self.config.cases)
 
     @property
     def cases_label(self) -> str:
+        """The cases path as ``oloproof.yaml`` writes it (what a run records as ``cases_path``)."""
         return self.config.cases
 
     @property
@@ -77,6 +84,7 @@ class Project:
 
     @property
     def trials(self) -> int:
+        """How many times each case runs (``trials:``, or ``--trials`` via :meth:`set_trials`)."""
         return self.config.trials
 
     def set_trials(self, trials: int) -> None:
@@ -100,6 +108,14 @@ class Project:
 
 
 def load_project(root: Path | str = ".", config_file: str = CONFIG_FILE) -> Project:
+    """Load and validate the project in ``root``: ``config_file``, the ``release.yaml`` it
+    names, and the suite of evaluators, metrics and slices built from them (cases are
+    validated later, by :meth:`Project.prepare`).
+
+    Raises:
+        ConfigError: no ``config_file`` in ``root`` (the message says how to start one).
+        InputError: a configuration that does not validate (located: file, line, field).
+    """
     root = Path(root).resolve()
     path = root / config_file
     if not path.exists():
@@ -233,10 +249,12 @@ class LoadedSystem:
 
     @property
     def name(self) -> str:
+        """The system's name, as the factory (``system.name`` / ``@system``) gives it."""
         return self.factory.name
 
     @property
     def version(self) -> str:
+        """The system's version, as the factory gives it."""
         return self.factory.version
 
 

@@ -27,10 +27,13 @@ def evaluation_key(config_digest: str, system_version: str) -> str:
 
 
 def run_eval_key(started: RunStarted) -> str:
+    """The :func:`evaluation_key` of a run, from its ``run_started`` event."""
     return evaluation_key(started.config_digest, started.system_version)
 
 
 def run_row(started: RunStarted, finished: RunSealed | RunFinished | None) -> tuple:
+    """The ``runs`` table row of a run: id, system, version, start, case count, ``complete``
+    once sealed (or finished before seals) else ``incomplete``, finish time, evaluation key."""
     return (
         started.run_id,
         started.system_name,
@@ -44,6 +47,8 @@ def run_row(started: RunStarted, finished: RunSealed | RunFinished | None) -> tu
 
 
 def encode_result(result: CaseResult, criteria: list[str]) -> str:
+    """A case result as the canonical JSON an ``evaluations`` row stores: verdicts by
+    criterion, metric values, slice groups, compared paths and cluster."""
     return canonical_json({
         "verdicts": dict(zip(criteria, result.verdicts)),
         "values": list(result.values),
@@ -60,6 +65,8 @@ def cacheable(result: CaseResult) -> bool:
 
 def case_rows(run_id: str, view: CaseView, result: CaseResult, criteria: list[str],
               eval_key: str) -> dict[str, list[tuple]]:
+    """The projection rows of one judged case: its ``cases`` row and, unless the result waits
+    on replays not run yet (:func:`cacheable`), its ``evaluations`` row under ``eval_key``."""
     steps = len(view.trajectory.steps) if view.trajectory is not None else None
     rows: dict[str, list[tuple]] = {
         "cases": [(run_id, view.case_id, view.position, view.fingerprint,

@@ -30,6 +30,7 @@ def pin_run(store: EventStore, run_id: str, name: str, clock: Callable[[], str])
 
 
 def pinned(store: EventStore, name: str) -> str | None:
+    """The run pin ``name`` names now (its stream's latest ``RunPinned``), or None."""
     last = EventLog(store).last_of(PIN + name, RunPinned, "a pin")
     return None if last is None else last.run_id
 
@@ -73,6 +74,12 @@ def resolve_ref(store: EventStore, ref: str, *, system: str | None = None, befor
 
 
 def require_ref(store: EventStore, ref: str) -> str:
+    """:func:`resolve_ref`, for a reference that must name a run.
+
+    Raises:
+        UsageError: nothing matches; the message lists the pins for ``pin:``, points to
+            ``oloproof runs`` for ``version:``, and names the known runs otherwise.
+    """
     run_id = resolve_ref(store, ref)
     if run_id is None:
         kind = ref.partition(":")[0]
@@ -83,7 +90,8 @@ def require_ref(store: EventStore, ref: str) -> str:
         if kind == "version":
             raise UsageError(f"no finished run of version {ref[8:]!r} in the log (see 'oloproof runs')")
         load_run(store, ref)  # raises the usual "no run" error with the known runs
-    return run_id  # type: ignore[return-value]
+        raise UsageError(f"{ref!r} names no run (see 'oloproof runs')")
+    return run_id
 
 
 def trials_of(run: StoredRun) -> int:

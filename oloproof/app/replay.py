@@ -34,6 +34,11 @@ from oloproof.views import CaseView, fold_replay
 
 
 def parse_fault(spec: str) -> tuple[str, str]:
+    """``--fault TOOL:KIND`` → ``(tool, kind)``; the split is at the last colon.
+
+    Raises:
+        UsageError: not ``TOOL:KIND``, or an unknown fault kind (with a did-you-mean).
+    """
     tool, sep, kind = spec.rpartition(":")
     if not sep or not tool or not kind:
         raise UsageError(f"--fault {spec!r}: expected TOOL:KIND, e.g. issue_refund:error")

@@ -26,6 +26,9 @@ from oloproof.views import CaseView, ReplayView
 
 @dataclass
 class Pair:
+    """A metamorphic pair as the case panel shows it: the transform, both cases and the
+    verdicts of that transform's relation criteria."""
+
     transform: Any  # TransformConfig
     source: CaseView
     derived: CaseView
@@ -34,6 +37,8 @@ class Pair:
 
 @dataclass
 class RunReport:
+    """A stored run, the suite it ran with (rebuilt from its events) and its summary."""
+
     run: StoredRun
     suite: SuiteEvaluation
     summary: Summary
@@ -52,6 +57,8 @@ def pairs_of(view: CaseView, evidence: RunEvidence) -> list[Pair]:
     """The metamorphic pairs ``view`` (judged with its evidence) belongs to."""
     suite = evidence.suite
     out = []
+    source: CaseView | None
+    derived: CaseView | None
     for t in suite.transforms:
         if view.case_id.endswith("~" + t.name):
             source, derived = view.pair_source, view
@@ -70,6 +77,9 @@ def pairs_of(view: CaseView, evidence: RunEvidence) -> list[Pair]:
 
 @dataclass
 class CasePanel:
+    """One case as ``show RUN CASE`` and the HTML view present it: the case with its
+    evidence, its result and verdicts, every stored replay of it and its metamorphic pairs."""
+
     view: CaseView  # with its evidence
     result: CaseResult
     verdicts: dict[str, tuple[str, str | None]]
@@ -79,6 +89,13 @@ class CasePanel:
 
 def case_panel(store: EventStore, run: StoredRun, suite: SuiteEvaluation, case_id: str,
                replays: list[ReplayView] | None = None, evidence: RunEvidence | None = None) -> CasePanel:
+    """The panel of stored case ``case_id``, judged with the evidence its run's seal covers.
+
+    Args:
+        replays: the case's stored replays when already gathered (:func:`replays_by_case`);
+            None reads them for this case.
+        evidence: a :class:`RunEvidence` to reuse across cases; None makes one (sealed only).
+    """
     evidence = evidence or RunEvidence(store, run, suite, sealed_only=True)
     view = evidence.with_evidence(case_view(store, run.run_id, case_id))
     result = suite.evaluate(view, replays=view.replays, pair_source=view.pair_source)

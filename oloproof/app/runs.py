@@ -14,6 +14,9 @@ from oloproof.views import CaseView, fold_case
 
 @dataclass
 class StoredRun:
+    """A run's own stream, decoded: its start, its seal (or pre-seal finish), its resumes and
+    the stream's length. Its cases live in their own streams."""
+
     started: RunStarted
     finished: RunSealed | RunFinished | None  # the seal (or, before seals, run_finished)
     resumed: list[RunResumed]
@@ -21,6 +24,7 @@ class StoredRun:
 
     @property
     def run_id(self) -> str:
+        """The run's id (also its stream's name)."""
         return self.started.run_id
 
     @property
@@ -31,14 +35,22 @@ class StoredRun:
 
     @property
     def sealed(self) -> RunSealed | None:
+        """The run's seal; None for a run not finished, or finished before seals existed."""
         return self.finished if isinstance(self.finished, RunSealed) else None
 
     @property
     def system(self) -> str:
+        """``<system name> <version>``, for display."""
         return f"{self.started.system_name} {self.started.system_version}"
 
 
 def load_run(store: EventStore, run_id: str) -> StoredRun:
+    """Read and decode run ``run_id``'s own stream.
+
+    Raises:
+        UsageError: not a run id, or no such run (the message names the latest known runs).
+        CorruptLogError: the stream does not begin with ``run_started``.
+    """
     if not run_id or "/" in run_id:
         raise UsageError(f"{run_id!r} is not a run id (see 'oloproof runs')")
     stored = store.read_stream(run_id)
@@ -68,6 +80,11 @@ def run_headers(store: EventStore) -> list[RunStarted]:
 
 
 def latest_run_id(store: EventStore) -> str:
+    """The id of the newest run in the log (the last of :func:`run_headers`), finished or not.
+
+    Raises:
+        UsageError: the log has no runs yet.
+    """
     runs = run_headers(store)
     if not runs:
         raise UsageError("the log has no runs yet; start one with 'oloproof run'")
@@ -103,6 +120,12 @@ def find_case_view(store: EventStore, run_id: str, case_id: str) -> CaseView | N
 
 
 def case_view(store: EventStore, run_id: str, case_id: str) -> CaseView:
+    """The committed case ``case_id`` of run ``run_id``, folded from its events.
+
+    Raises:
+        UsageError: no such committed case; for a case run as trials, the message names
+            the trial ids (``c/1``, ``c/2`` …) to ask for instead.
+    """
     view = find_case_view(store, run_id, case_id)
     if view is None:
         trials = store.stream_names(f"{run_id}/{case_id}/")

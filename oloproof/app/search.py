@@ -26,6 +26,9 @@ MAX_LIMIT = 10_000
 
 @dataclass(frozen=True)
 class SearchHit:
+    """One matching step (or case error): where it was recorded and a snippet with the
+    matched terms marked. A pointer into the log, never evidence by itself."""
+
     run_id: str
     case_id: str
     step: int | None
@@ -43,6 +46,9 @@ class SearchHit:
 
 @dataclass
 class SearchResult:
+    """The hits of one search, run by run, with the ``lag`` of the index behind the log and
+    the system of each run hit."""
+
     query: str
     hits: list[SearchHit]
     limit: int
@@ -53,6 +59,7 @@ class SearchResult:
 
     @property
     def truncated(self) -> bool:
+        """The search hit its limit: more steps may match than are shown."""
         return len(self.hits) >= self.limit
 
     def cases(self) -> list[tuple[str, str]]:

@@ -34,6 +34,7 @@ class Selection:
 
     @property
     def empty(self) -> bool:
+        """No ``--case``, ``-k``, ``--limit`` or ``--last-failed``: a run of the whole suite."""
         return not self.case_ids and self.keyword is None and self.limit is None and not self.last_failed
 
 

@@ -1,3 +1,7 @@
+"""``oloproof attribute``: where a stored failing case first went wrong, over
+:mod:`oloproof.app.attribution` (SPEC §14). The record is a reading for a person and for
+``prefix create``, never a verdict the gate reads."""
+
 from __future__ import annotations
 
 import click

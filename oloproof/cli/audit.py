@@ -1,3 +1,7 @@
+"""``oloproof audit verify`` (every run against its seal, every chain: exit 1 when anything
+is broken) and ``oloproof audit rebuild`` (the derived tables rebuilt from the events, in
+one step), over :mod:`oloproof.app.audit` and :mod:`oloproof.app.projections`."""
+
 from __future__ import annotations
 
 import sys
@@ -57,7 +61,7 @@ def verify(db: str | None, expect: tuple[str, ...]) -> None:
     try:
         log = audit_log(store)
         integrity = store.integrity_check()
-        anchored = []
+        anchored: list[tuple[str, str | None, str | None]] = []  # (digest, run id, problem)
         for digest in expect:
             run = next((r for r in log.runs if r.digest == digest), None)
             if run is None:
@@ -92,9 +96,9 @@ def verify(db: str | None, expect: tuple[str, ...]) -> None:
         elif not run.problems and run.sealed is None:
             out.print(f"note: run {escape(run.run_id)} finished before seals existed: a deleted case stream "
                       "is caught, a truncated one is not")
-    for digest, run_id, problem in anchored:
-        if problem:
-            out.print(f"BROKEN --expect {escape(digest)}: {escape(problem)}")
+    for digest, run_id, mismatch in anchored:
+        if mismatch:
+            out.print(f"BROKEN --expect {escape(digest)}: {escape(mismatch)}")
             failed = True
         else:
             out.print(f"ok: run {escape(run_id or '')} matches {escape(digest)}")

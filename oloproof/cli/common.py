@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -50,6 +50,8 @@ def find_log(start: Path | None = None) -> Path | None:
 
 
 def console(stderr: bool = False) -> Any:
+    """A rich console on stdout (or stderr): styled on a terminal; otherwise plain — no
+    colour, no highlighting, ``$COLUMNS`` wide (200 when unset) — so piped output is stable."""
     from rich.console import Console
 
     stream = sys.stderr if stderr else sys.stdout
@@ -158,7 +160,7 @@ class OutputState:
     decided = False
 
 
-def decided_exit(code: int) -> None:
+def decided_exit(code: int) -> NoReturn:
     """End a command with the code it decided (the gate's): kept even if stdout was closed."""
     OutputState.decided = True
     sys.exit(code)
@@ -177,6 +179,7 @@ class PipeSafeStdout:
         _silence_stdout(self._stream)
 
     def write(self, text: str) -> int:
+        """Write to the real stream; once the pipe is closed, drop the text (counted as written)."""
         if not OutputState.closed:
             try:
                 return self._stream.write(text)
@@ -185,6 +188,7 @@ class PipeSafeStdout:
         return len(text)
 
     def flush(self) -> None:
+        """Flush the real stream; a broken pipe marks the output closed instead of raising."""
         if not OutputState.closed:
             try:
                 self._stream.flush()
@@ -306,6 +310,7 @@ def take_log_key() -> None:
 
 
 def restore_log_key() -> None:
+    """Put back the ``OLOPROOF_LOG_KEY`` that :func:`take_log_key` took, if it took one."""
     if _TAKEN_KEY[0] is not None:
         os.environ["OLOPROOF_LOG_KEY"] = _TAKEN_KEY[0]
         _TAKEN_KEY[0] = None
@@ -353,7 +358,7 @@ def log_key() -> bytes | None:
 def open_log(db: str | None, *, must_exist: bool = True, durability: str = "full", write: bool = False) -> Any:
     """The event log. Read commands open it read-only (nothing created or changed, a writer
     never waited on); ``write=True`` for the commands that append (run, replay, rebuild)."""
-    from oloproof.store import DEFAULT_LOG, open_store
+    from oloproof.store import DEFAULT_LOG, SQLiteStore, open_store
 
     path = Path(db or DEFAULT_LOG)
     if db is None and must_exist and not path.exists():
@@ -368,7 +373,8 @@ def open_log(db: str | None, *, must_exist: bool = True, durability: str = "full
     store = open_store(path, durability=durability, create=not must_exist, readonly=not write, key=log_key())
     if not write:
         return store
-    if store.projections_stale:  # written by an older Oloproof: derive the tables again
+    # written by an older Oloproof: derive the tables again
+    if isinstance(store, SQLiteStore) and store.projections_stale:
         from oloproof.app.projections import rebuild_projections
 
         click.echo("rebuilding the log's projection tables from its events…", err=True)
@@ -402,6 +408,7 @@ def log_args(db_path: Any) -> str:
 
 
 def resolve_run(store: Any, run: str) -> str:
+    """A run id, or ``latest`` (:func:`oloproof.app.runs.resolve_run`, imported when used)."""
     from oloproof.app.runs import resolve_run as resolve
 
     return resolve(store, run)
@@ -459,6 +466,8 @@ def _refuse_log(path: str, option: str) -> None:
 
 
 def printable_path(path: str) -> str:
+    """A path as a message may show it: on one line, controls escaped
+    (:func:`oloproof.report.terminal.one_line`)."""
     from oloproof.report.terminal import one_line
 
     return one_line(path)
@@ -512,6 +521,8 @@ def write_text(path: str, text: str) -> None:
 
 
 def write_json(path: str, data: Any) -> None:
+    """Write ``data`` as indented JSON (non-ASCII kept) with :func:`write_text`: atomically,
+    ``-`` for stdout."""
     import json
 
     write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")

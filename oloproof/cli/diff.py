@@ -1,3 +1,6 @@
+"""``oloproof diff BASE CANDIDATE``: two stored runs compared case by case, over
+:func:`oloproof.app.diff.diff_runs`; runs that pair no case compare nothing (exit 2)."""
+
 from __future__ import annotations
 
 import click

@@ -1,3 +1,7 @@
+"""``oloproof eval``: re-evaluate a stored run with the current ``oloproof.yaml`` without
+running the system, over :func:`oloproof.app.evidence.evaluate_run`; the exit code is the
+gate's."""
+
 from __future__ import annotations
 
 import sys

@@ -1,3 +1,6 @@
+"""``oloproof export``: a stored run's cases as JSONL records with verdicts, OTLP JSON spans
+or an SQLite analysis database."""
+
 from __future__ import annotations
 
 import click
@@ -35,7 +38,7 @@ def command(run: str | None, file: str | None, fmt: str, out: str | None, force:
     from oloproof.report.otlp import export_otlp_lines
 
     looks_like_a_file = run is not None and ("." in run or "/" in run or run == "-")  # no run id has either
-    if file is None and looks_like_a_file:
+    if file is None and run is not None and looks_like_a_file:
         store = open_log(db)
         try:
             from oloproof.app.refs import is_ref

@@ -1,3 +1,6 @@
+"""``oloproof gate``: decide a stored run's release gate under the rules it ran with (SPEC
+§8): exit 0 on PASS, 1 on FAIL or INSUFFICIENT_EVIDENCE."""
+
 from __future__ import annotations
 
 import click

@@ -1,3 +1,6 @@
+"""``oloproof import otel``: OpenTelemetry traces stored as a sealed run of the log, over
+:func:`oloproof.app.otel.import_traces`."""
+
 from __future__ import annotations
 
 import click

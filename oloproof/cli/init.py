@@ -1,3 +1,6 @@
+"""``oloproof init``: copy a packaged example or the blank skeleton into a folder, over
+:mod:`oloproof.app.examples` (never over existing files)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -33,7 +36,7 @@ def command(name: str | None, blank: bool, directory: str) -> None:
     if blank == (name is not None):
         raise UsageError("give one of --example NAME (a packaged example) or --blank (a skeleton to "
                          f"start from); examples: {', '.join(sorted(EXAMPLES))}")
-    written = copy_example(BLANK if blank else name, Path(directory))  # type: ignore[arg-type]
+    written = copy_example(BLANK if name is None else name, Path(directory))  # no NAME: --blank (checked above)
     what = "a blank project" if blank else f"example {name!r}"
     click.echo(f"copied {what} into {directory} ({plural(len(written), 'file')})")
     if name in EXTRAS:

@@ -1,3 +1,7 @@
+"""``oloproof prefix create`` (freeze a stored case before a boundary) and ``oloproof
+prefix run`` (run the candidate on the prefix cases), over :mod:`oloproof.app.prefix`
+(SPEC §14)."""
+
 from __future__ import annotations
 
 from typing import Any

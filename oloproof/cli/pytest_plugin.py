@@ -18,6 +18,7 @@ import pytest
 
 
 def pytest_addoption(parser: Any) -> None:
+    """Add ``--oloproof [PROJECT]`` and ``--oloproof-db PATH`` to pytest's options."""
     group = parser.getgroup("oloproof")
     group.addoption("--oloproof", action="store", nargs="?", const=".", default=None, metavar="PROJECT",
                     help="Collect the Oloproof project in PROJECT (default: here) as tests: one per case, "
@@ -51,6 +52,8 @@ class Suite:
         return log_args(self.db)
 
     def ids(self) -> list[str]:
+        """The item ids: every case of the suite (derived cases included) after validating
+        it, each trial (``c/1`` … ``c/k``) under ``trials: k`` > 1. Nothing runs yet."""
         from oloproof.app.project import load_project
         from oloproof.config.limits import trial_case_id
 
@@ -60,6 +63,8 @@ class Suite:
         return [trial_case_id(sc.id, t) for sc in project.suite_cases for t in (range(1, k + 1) if k > 1 else (None,))]
 
     def run(self) -> None:
+        """Record the whole suite once, as ``oloproof run`` does, into the log; later calls do
+        nothing. Any error is kept in ``error`` for every item to report, never raised."""
         if self.outcome is not None or self.error is not None:
             return
         from oloproof.app.project import load_project, load_system
@@ -88,6 +93,10 @@ class Suite:
 
 
 class OloproofItem(pytest.Item):
+    """One case (``case_id``) or, with ``case_id`` None, the release gate. A case fails when a
+    criterion failed or is missing — missing is never passed; the gate item fails unless the
+    gate passed (no gate configured: it passes)."""
+
     def __init__(self, *, suite: Suite, case_id: str | None, **kwargs: Any):
         super().__init__(**kwargs)
         self.suite = suite
@@ -137,6 +146,8 @@ class OloproofItem(pytest.Item):
 
 
 class OloproofCollector(pytest.Collector):
+    """The project as a pytest collector: an item per case (or trial), then the gate item."""
+
     def __init__(self, *, suite: Suite, **kwargs: Any):
         super().__init__(**kwargs)
         self.suite = suite
@@ -149,6 +160,12 @@ class OloproofCollector(pytest.Collector):
 
 
 def pytest_collection_modifyitems(session: Any, config: Any, items: list[Any]) -> None:
+    """With ``--oloproof``, append the project's items to the collected tests; without it,
+    do nothing.
+
+    Raises:
+        pytest.UsageError: the project does not load (one located error, no traceback).
+    """
     project = config.getoption("--oloproof")
     if project is None:
         return  # inert

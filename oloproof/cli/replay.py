@@ -1,3 +1,6 @@
+"""``oloproof replay --fault TOOL:KIND``: replay a stored run's cases with one tool result
+faulted, each after a control replay, over :func:`oloproof.app.replay.replay_run` (SPEC §7.1)."""
+
 from __future__ import annotations
 
 import sys

@@ -1,3 +1,5 @@
+"""``oloproof runs``: list the stored runs, or pin one under a name (``--pin RUN NAME``)."""
+
 from __future__ import annotations
 
 import json

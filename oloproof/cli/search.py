@@ -1,3 +1,6 @@
+"""``oloproof search QUERY``: full-text search over every stored step, over
+:func:`oloproof.app.search.search_log`; each hit names the ``show`` command that reads it."""
+
 from __future__ import annotations
 
 import json

@@ -1,3 +1,6 @@
+"""``oloproof show``: a stored run's results, the cases behind one criterion's row
+(``--failed``), or one case's panel step by step — each judged from the events."""
+
 from __future__ import annotations
 
 from typing import Any

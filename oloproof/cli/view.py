@@ -1,3 +1,6 @@
+"""``oloproof view``: a stored run (or a comparison, ``--compare``) as an offline HTML
+report, served on localhost or written as a static folder (``--out``)."""
+
 from __future__ import annotations
 
 import shutil
@@ -61,6 +64,8 @@ def command(run: str, base: str | None, allow_unpaired: bool, out_dir: str | Non
         if server is not None:
             target, created = Path(tempfile.mkdtemp(prefix="oloproof-view-")), True
             server.folder = target
+        if target is None:  # --out named it, or the temporary folder is
+            raise RuntimeError("oloproof view: no folder to write the report to")
         store = open_log(db)
         try:
             if base is not None:
@@ -134,6 +139,8 @@ def bind(port: int) -> Any:
 
 
 def serve(server: Any, folder: Path) -> None:
+    """Serve ``folder`` with a server from :func:`bind`, printing its address, until Ctrl-C;
+    the server is closed however it stops."""
     import sys
 
     server.folder = folder

@@ -56,6 +56,10 @@ CaseId = Annotated[str, Field(min_length=1), AfterValidator(plain_case_id)]
 
 
 class CaseModel(BaseModel):
+    """One line of a case file (SPEC §3), the source of truth for what a case may hold: an
+    unknown field is refused (with a did-you-mean), and a line the fast path rejects is
+    validated here for a located message."""
+
     model_config = ConfigDict(extra="forbid", defer_build=True)  # the slow path: built on first use
 
     id: CaseId
@@ -101,6 +105,10 @@ class SuiteCase(msgspec.Struct, frozen=True):
 
 @dataclass(frozen=True)
 class SuiteInfo:
+    """What validating a suite found: ``count`` cases (derived ones included) out of
+    ``sources`` source cases, the suite digest (a SHA-256 over every case's id and
+    fingerprint), the ids when asked for, and the tools its faults and ``expected`` name."""
+
     count: int
     digest: str
     ids: frozenset[str] = frozenset()

@@ -39,6 +39,8 @@ class Locator:
     lines: dict[tuple, int] = field(default_factory=dict)
 
     def line(self, path: Iterable[Any] = ()) -> int | None:
+        """The line of ``path``, or of its nearest ancestor the document has (a missing key
+        is reported where its parent is); None when not even the root has a line."""
         path = tuple(path)
         while path:
             if path in self.lines:
@@ -47,6 +49,7 @@ class Locator:
         return self.lines.get(())
 
     def where(self, path: Iterable[Any] = ()) -> str:
+        """``file:line`` of ``path`` (see :meth:`line`), or just the file when no line is known."""
         line = self.line(path)
         return f"{self.file}:{line}" if line else self.file
 
@@ -232,6 +235,8 @@ def dotted(loc: Iterable[Any], cap: bool = True) -> str:
 
 
 def did_you_mean(word: Any, choices: Iterable[str]) -> str:
+    """``"; did you mean 'x'?"`` for the closest of ``choices`` to a misspelt ``word`` (difflib,
+    cutoff 0.6), to append to an error message; ``""`` when none is close or the word is huge."""
     word = str(word)
     if len(word) > 4 * QUOTE_LIMIT:  # difflib indexes the whole word: not for a 50 MB one
         return ""

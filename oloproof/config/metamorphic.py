@@ -27,6 +27,9 @@ SCALARS = (str, int, float, bool)
 
 
 def rewrite(case: SuiteCase, t: TransformConfig) -> SuiteCase:
+    """The case derived from ``case`` by transform ``t`` (SPEC §7.2): id
+    ``<source>~<transform>``, ``input[t.field]`` put into the template's ``{value}`` (a
+    non-string as JSON), its own fingerprint, the source's cluster, expected and fault."""
     value = case.input[t.field]
     text = value if isinstance(value, str) else msgspec.json.encode(value).decode()
     new_input = {**case.input, t.field: t.template.replace("{value}", text)}
@@ -49,9 +52,16 @@ class Suite:
 
     @property
     def transforms(self) -> list[TransformConfig]:
+        """The configured metamorphic transforms (empty without a ``metamorphic:`` section)."""
         return self.metamorphic.transforms if self.metamorphic else []
 
     def validate(self, locator: Locator | None = None) -> SuiteInfo:
+        """Validate the case file, then every derived case: each source case must have every
+        transform's field, as a scalar. The digest and ids then cover the derived cases too.
+
+        Raises:
+            CaseFileError: a bad line, or a transform field that is missing or not a scalar.
+        """
         info = self.cases.validate(keep_ids=bool(self.transforms))
         if not self.transforms:
             return info

@@ -38,6 +38,8 @@ MAX_CODE_PATHS = 100  # entries of system.code
 
 
 class Strict(BaseModel):
+    """Base of every configuration model: unknown keys refused, frozen, NaN and infinity refused."""
+
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
@@ -56,6 +58,10 @@ def _evaluator_entry(item: dict[str, Any]) -> dict[str, Any]:
 
 
 class SystemConfig(Strict):
+    """``system:`` in ``oloproof.yaml`` (SPEC §3): name, version, the ``module:attribute`` to
+    call, the records it promises (known ones only), and optionally a factory and more code
+    paths. When the system also has ``@system(...)``, the two must agree."""
+
     name: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
     version: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
     callable: str = Field(min_length=1, max_length=MAX_NAME_LENGTH, description="module:attribute, e.g. app:run")
@@ -90,6 +96,9 @@ class SystemConfig(Strict):
 
 
 class MetricConfig(Strict):
+    """One ``metrics:`` entry (SPEC §5.2): a quantile (strictly between 0 and 1) of a per-case
+    ``source`` — steps, tool calls, cost, tokens, latency or an output field."""
+
     id: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
     type: Literal["quantile"]
     source: str = Field(min_length=1, max_length=MAX_NAME_LENGTH, description="agent_steps, agent_tool_calls, cost, tokens, latency_ms or an output field")
@@ -127,6 +136,8 @@ class TransformConfig(Strict):
 
 
 class MetamorphicConfig(Strict):
+    """``metamorphic:`` in ``oloproof.yaml`` (SPEC §7.2): at least one transform, names unique."""
+
     transforms: list[TransformConfig] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -173,6 +184,10 @@ class PrefixConfig(Strict):
 
 
 class ProjectConfig(Strict):
+    """The whole of ``oloproof.yaml`` (SPEC §3): the system, the case file, evaluators,
+    metrics (ids unique), slices, metamorphic transforms, the release file, timeout, trials,
+    prefix cases and attribution settings."""
+
     system: SystemConfig
     cases: str = "cases.jsonl"
     evaluators: list[Annotated[dict[str, Any], AfterValidator(_evaluator_entry)]] = []
@@ -240,6 +255,9 @@ RULE_KINDS = ("max_failures", "min_lower_bound", "min_rate", "no_regression", "m
 
 
 class Rule(Strict):
+    """One release rule (SPEC §8): a named criterion and exactly one of the rule kinds
+    (``max_failures``, ``min_lower_bound``, ``min_rate``, ``no_regression``, ``min_pass_hat_k``)."""
+
     name: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
     criterion: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
     max_failures: int | None = Field(default=None, ge=0)
@@ -261,6 +279,7 @@ class Rule(Strict):
 
     @property
     def kind(self) -> str:
+        """Which of :data:`RULE_KINDS` the rule sets (the validator allows exactly one)."""
         for k in RULE_KINDS:
             if getattr(self, k) is not None:
                 return k
@@ -268,13 +287,22 @@ class Rule(Strict):
 
     @property
     def threshold(self) -> float:
+        """The rule's limit as a number: its kind's value, or for ``no_regression`` its
+        ``max_regressions`` (else its ``max_p``)."""
         if self.no_regression is not None:
             nr = self.no_regression
-            return float(nr.max_regressions if nr.max_regressions is not None else nr.max_p)  # type: ignore[arg-type]
+            limit = nr.max_regressions if nr.max_regressions is not None else nr.max_p
+            if limit is None:  # NoRegression's validator requires one of them
+                raise ValueError("no_regression needs exactly one of max_regressions, max_p")
+            return float(limit)
         return getattr(self, self.kind)
 
 
 class ReleaseConfig(Strict):
+    """``release.yaml`` (SPEC §8): the rules (names unique), and whether rules on clustered
+    cases may use approximate (cluster-adjusted) methods; without it such a rule is
+    ``INSUFFICIENT_EVIDENCE``."""
+
     allow_approximate_methods: bool = False
     rules: list[Rule] = []
 
@@ -289,6 +317,12 @@ class ReleaseConfig(Strict):
 
 
 def validate_yaml(model: type[Strict], data: Any, locator: Locator) -> Any:
+    """``data`` (a loaded YAML document; empty counts as ``{}``) validated as ``model``, every
+    problem located with ``locator``.
+
+    Raises:
+        ConfigError: the document is not a mapping, or does not validate.
+    """
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -303,5 +337,6 @@ def load_project_config(path: Path) -> tuple[ProjectConfig, Any, Locator]:
 
 
 def load_release_config(path: Path) -> tuple[ReleaseConfig, Locator]:
+    """Load ``release.yaml``: the validated model and its locator."""
     data, locator = load_yaml(path)
     return validate_yaml(ReleaseConfig, data, locator), locator

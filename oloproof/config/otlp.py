@@ -36,14 +36,14 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
 from oloproof.config.cases import nonblank_lines
 from oloproof.config.limits import MAX_NESTING, MAX_RECORDED_NESTING, json_nests_deeper, quoted
 from oloproof.errors import CaseFileError
-from oloproof.events import ConstraintRecorded, StepRecorded, UsageRecorded
+from oloproof.events import ConstraintRecorded, StepRecorded, TerminalStatus, UsageRecorded
 
 TOOL_OPS = ("execute_tool",)
 MODEL_OPS = ("chat", "text_completion", "generate_content")
@@ -70,6 +70,7 @@ class Span:
 
     @property
     def where(self) -> str:
+        """Where the span is, for an error: ``file:line: resourceSpans[r].scopeSpans[s].spans[k]``."""
         at = self._at
         if isinstance(at, str):
             return at
@@ -195,11 +196,17 @@ def any_value(v: Any, where: str, depth: int = 0) -> Any:
 
 
 def attributes(items: Any, where: str, depth: int = 0) -> dict[str, Any]:
+    """An OTLP attribute list (``[{key, value: AnyValue}]``) as a plain dict (none: ``{}``).
+
+    Raises:
+        CaseFileError: not a list, an item without a text key, or a bad value, located at
+            ``where[i]``.
+    """
     if items is None:
         return {}
     if not isinstance(items, list):
         raise _fail(where, f"attributes must be a list of {{key, value}}, got {quoted(items)}")
-    out = {}
+    out: dict[str, Any] = {}
     for i, kv in enumerate(items):
         key = kv.get("key") if type(kv) is dict else None
         if type(key) is not str:
@@ -432,7 +439,7 @@ def _hex(value: str, size: int) -> str:
 def _fast_time(value: int | str) -> int:
     if type(value) is int:
         return value
-    if len(value) <= 25 and value.isdigit() and value.isascii():
+    if type(value) is str and len(value) <= 25 and value.isdigit() and value.isascii():
         return int(value)
     raise _Slow
 
@@ -566,12 +573,17 @@ def _changed(where: str) -> CaseFileError:
 
 @dataclass
 class ImportedCase:
+    """One case read from a trace (a top-level agent invocation, or the whole trace when it
+    has none): its input and metadata,
+    the steps and model usage mapped from its spans, how it ended and its output, and the
+    resource attributes of the service that ran it."""
+
     case_id: str
     input: dict[str, Any]
     metadata: dict[str, Any]
     steps: list[StepRecorded]
     usage: list[UsageRecorded]
-    terminal_status: str
+    terminal_status: TerminalStatus
     output: Any
     service: dict[str, Any]
     constraints: list[ConstraintRecorded] = field(default_factory=list)
@@ -606,6 +618,8 @@ def _json_or_text(value: Any) -> Any:
 
 
 def _first(attrs: dict[str, Any], *keys: str) -> Any:
+    """The value of the first of ``keys`` that ``attrs`` has (GenAI names before their
+    OpenInference equivalents), or None."""
     for k in keys:
         if k in attrs:
             return attrs[k]
@@ -782,7 +796,7 @@ def _repr_error(text: str, error_type: Any) -> tuple[str, str]:
     if m is None:
         return str(error_type or "Error"), text
     try:
-        args = ast.literal_eval(f"({m.group(2)},)") if m.group(2) else ()
+        args: Any = ast.literal_eval(f"({m.group(2)},)") if m.group(2) else ()
     except (ValueError, SyntaxError, MemoryError, RecursionError):
         args = None
     message = args[0] if args is not None and len(args) == 1 and isinstance(args[0], str) else text
@@ -852,6 +866,18 @@ def _unflat(node: Any) -> Any:
 
 
 def model_usage(a: dict[str, Any], start: int, end: int, after: int) -> UsageRecorded | None:
+    """The usage a model span reports (``gen_ai.usage.*`` or OpenInference token counts), or
+    None when it reports no token count.
+
+    Args:
+        a: the span's attributes.
+        start: the span's start, in nanoseconds.
+        end: its end, in nanoseconds: latency is ``end - start`` in ms (None when unknown).
+        after: the number of steps recorded before it (the usage's ``step_index``).
+
+    Returns:
+        A :class:`UsageRecorded` with cost 0 (traces carry none), or None.
+    """
     tokens_in = _count(_first(a, "gen_ai.usage.input_tokens", "llm.token_count.prompt"))
     tokens_out = _count(_first(a, "gen_ai.usage.output_tokens", "llm.token_count.completion"))
     if tokens_in is None and tokens_out is None:
@@ -886,7 +912,7 @@ def message_text(messages: Any) -> Any:
             return last["content"]
         parts = last.get("parts")
         if isinstance(parts, list):
-            texts = [p.get("content") for p in parts if isinstance(p, dict) and isinstance(p.get("content"), str)]
+            texts = [p["content"] for p in parts if isinstance(p, dict) and isinstance(p.get("content"), str)]
             if texts:
                 return "\n".join(texts)
     return messages
@@ -946,7 +972,7 @@ def _case(case_id: str, root: Span | None, tops: list[Span], children: dict[str,
     if final is not None and not own:
         add("final", result=message_text(_json_or_text(final)))
     truncated, step_limit = False, None
-    if own:
+    if own and root is not None:  # own: root is not None
         output = _strict(attrs, "oloproof.output", root.where)
         status = attrs.get("oloproof.terminal_status", "unknown")
         input_ = _strict(attrs, "oloproof.input", root.where)
@@ -975,15 +1001,17 @@ def _case(case_id: str, root: Span | None, tops: list[Span], children: dict[str,
                           (r.get("agent") or (agents[0] if agents else None)) if named else None, r.get("to_agent"),
                           raised=bool(r.get("raised")), fault=r.get("fault"))
              for i, r in enumerate(raw, start=1)]
-    service = (root or (tops[0] if tops else None)).resource if (root or tops) else {}  # type: ignore[union-attr]
+    top = root or (tops[0] if tops else None)
+    service = top.resource if top is not None else {}
     constraints = []
-    if own:
+    if own and root is not None:
         for item in _strict(attrs, "oloproof.constraints", root.where) or []:
             if isinstance(item, list) and len(item) == 3 and isinstance(item[0], str) and isinstance(item[1], bool) \
                     and isinstance(item[2], int) and 1 <= item[2] <= len(steps):
                 constraints.append(ConstraintRecorded(item[0], item[1], item[2]))
     return ImportedCase(case_id, input_ if isinstance(input_, dict) else {"input": input_}, metadata, steps, usage,
-                        status if status in ("success", "failure", "unknown") else "unknown", output, service,
+                        cast(TerminalStatus, status) if status in ("success", "failure", "unknown") else "unknown",
+                        output, service,
                         constraints, truncated, step_limit)
 
 

@@ -70,7 +70,7 @@ class _Strict(BaseModel):
 def nested_repeat(pattern: str) -> bool:
     """Whether a regular expression repeats, without bound, a part that itself repeats
     without bound — ``(a+)+``, ``(a*)*``, ``(x+y*)+`` — the shape of catastrophic backtracking."""
-    import re._parser as sre  # the parser of the re module itself: the pattern as re reads it
+    import re._parser as sre  # type: ignore[import-not-found]  # re's own parser (typeshed has no stub for it)
 
     def unbounded(items: Any, inside: bool) -> bool:
         for op, arg in items:
@@ -144,6 +144,8 @@ class ActionMatcher(_Strict):
 
 
 class FrozenStep(_Strict):
+    """One frozen step before the boundary, in the log's step shape (a known ``kind``, index from 1)."""
+
     index: int = Field(ge=1)
     kind: str
     tool_name: str | None = None
@@ -163,6 +165,9 @@ class FrozenStep(_Strict):
 
 
 class Frozen(_Strict):
+    """``frozen:`` of a prefix file: the steps and state inline, or a ``sidecar`` JSON file
+    beside it (a bare file name) with its SHA-256, never both."""
+
     steps: list[FrozenStep] | None = None
     state: Any = None
     sidecar: str | None = Field(default=None, min_length=1, max_length=255)
@@ -182,12 +187,20 @@ class Frozen(_Strict):
 
 
 class Boundary(_Strict):
+    """``boundary:`` (SPEC §14): the step the decision comes before (the candidate's first
+    action is step ``before_step``), and the source case's first unacceptable step and
+    failure category when known."""
+
     before_step: int = Field(ge=1)
     first_unacceptable_step: int | None = Field(default=None, ge=1)
     category: str | None = Field(default=None, max_length=200)
 
 
 class Versions(_Strict):
+    """``versions:``, what the source run ran under. Tool schema digests, the instructions'
+    digest and the external data version decide staleness (:func:`versions_stale`); what is
+    not named is not compared."""
+
     agent: str | None = None
     harness: str | None = None
     tool_schemas: dict[str, str] = {}
@@ -196,12 +209,19 @@ class Versions(_Strict):
 
 
 class Snapshot(_Strict):
+    """``snapshot:``: the goal, the instructions and the acceptance checks still open at the
+    boundary; a Resumable system's ``resume`` gets the goal and instructions from it."""
+
     goal: Any = None
     instructions: str | None = None
     remaining_acceptance_checks: list[Any] = []
 
 
 class Evidence(_Strict):
+    """One ``evidence:`` note for the file's reviewer (``prefix create`` takes it from the
+    source case's attribution), optionally pinned to a step; a bare text is accepted. Not
+    part of what the run stores or judges."""
+
     step: int | None = Field(default=None, ge=1)
     text: str = Field(max_length=4000)
 
@@ -272,6 +292,12 @@ class PrefixCases:
         self.label = shown_path(self.path)
 
     def files(self) -> list[Path]:
+        """The folder's ``*.yaml``/``*.yml`` entries in name order (anything not a folder: a
+        FIFO is refused when read, never skipped).
+
+        Raises:
+            CaseFileError: the folder does not exist, or is a file.
+        """
         if not self.path.exists():
             raise CaseFileError(f"{self.label}: no such folder; create prefix cases with "
                                 "'oloproof prefix create RUN CASE'")
@@ -281,6 +307,12 @@ class PrefixCases:
         return sorted(p for p in self.path.iterdir() if p.suffix in (".yaml", ".yml") and not p.is_dir())
 
     def validate(self, keep_ids: bool = False) -> SuiteInfo:
+        """Load and validate every prefix file; ids must be unique across files and there
+        must be at least one. The ids are returned only with ``keep_ids``.
+
+        Raises:
+            CaseFileError: the first bad file, a duplicate id, or an empty folder.
+        """
         seen: dict[str, str] = {}
         digest = hashlib.sha256()
         for path in self.files():
@@ -418,6 +450,9 @@ def prefix_record(model: PrefixFile, frozen: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_prefix_case(path: Path) -> SuiteCase:
+    """The prefix file at ``path`` as a case to run: its input, the frozen state as its
+    initial state, no ``expected``, and its :func:`prefix_record` as ``prefix`` — folded into
+    the fingerprint, since the frozen world is the case's question."""
     model, frozen, _ = load_prefix_file(path)
     prefix = prefix_record(model, frozen)
     state = frozen["state"]

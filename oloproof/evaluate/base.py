@@ -32,14 +32,19 @@ def _verdict(kind: str, reason: str) -> Verdict:
 
 
 def missing(reason: str) -> Verdict:
+    """A ``missing`` verdict with its reason code: not observed, so the case stays in the
+    denominator (it is never counted as passed)."""
     return _verdict("missing", reason)
 
 
 def excluded(reason: str) -> Verdict:
+    """An ``excluded`` verdict with its reason code: the criterion does not apply to the case,
+    which leaves the denominator."""
     return _verdict("excluded", reason)
 
 
 def fail(reason: str) -> Verdict:
+    """A ``fail`` verdict that carries a reason (plain :data:`FAIL` has none)."""
     return _verdict("fail", reason)
 
 
@@ -61,19 +66,26 @@ class Evaluator:
     """
 
     config_model: ClassVar[type[EvaluatorConfig]] = EvaluatorConfig
-    requires: ClassVar[tuple[str, ...]] = ()
+    #: the YAML ``type`` the family is registered under (set by :func:`evaluator`)
+    type_name: ClassVar[str]
+    #: the records a case must hold to be judged (a family may set it per instance, from its config)
+    requires: tuple[str, ...] = ()
     #: evaluators that report compared paths implement ``evaluate_paths(case)``
     has_paths: ClassVar[bool] = False
     #: (tool, fault) when the evaluator judges fault replays: the runner runs them first
     replay_spec: tuple[str, str] | None = None
     #: the metamorphic transform whose pairs the evaluator judges, if any
     transform: str | None = None
+    #: with a ``transform``: its pairs' validity labels (case id -> valid), set by the suite
+    labels: dict[str, bool]
 
     def __init__(self, config: EvaluatorConfig):
         self.config = config
         self.criterion = config.criterion or self.default_criterion()
 
     def default_criterion(self) -> str:
+        """The criterion name used when the config sets no ``criterion`` (each family derives
+        it from its config, e.g. ``agent_tool_refund_called``)."""
         raise NotImplementedError
 
     def named_tools(self) -> list[tuple[tuple, str]]:
@@ -83,6 +95,12 @@ class Evaluator:
         return []
 
     def evaluate(self, case: CaseView) -> Verdict:
+        """Judge one case, applying the shared rules first.
+
+        A case whose system raised is ``missing`` (its error kind, else ``system_error``); an
+        evaluator that requires ``agent_trajectory/v1`` on a case that recorded none is
+        ``missing`` (``no_trajectory_recorded``). Only then is :meth:`judge` called.
+        """
         if case.error is not None:
             return missing(case.error_kind or "system_error")
         if AGENT_TRAJECTORY_V1 in self.requires and case.trajectory is None:
@@ -90,6 +108,8 @@ class Evaluator:
         return self.judge(case)
 
     def judge(self, case: CaseView) -> Verdict:
+        """The family's own rule over a case that ran (and recorded what ``requires`` names);
+        returns a verdict (see the module docstring)."""
         raise NotImplementedError
 
 
@@ -104,7 +124,7 @@ def evaluator(type_name: str, *, config: Any = None) -> Callable[[type[Evaluator
         if config is not None:
             cls.config_model = config
         REGISTRY[type_name] = cls
-        cls.type_name = type_name  # type: ignore[attr-defined]
+        cls.type_name = type_name
         return cls
 
     return register

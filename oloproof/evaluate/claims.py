@@ -127,6 +127,7 @@ class ClaimPattern(BaseModel):
 
     @property
     def compiled(self) -> re.Pattern[str]:
+        """The compiled regex (compiled once per distinct pattern, then cached)."""
         return _compile(self.pattern)
 
 
@@ -471,6 +472,8 @@ def first_unsupported(case: CaseView, patterns: Sequence[ClaimPattern] | None = 
 # ---- the evaluator --------------------------------------------------------------------------
 
 class ClaimsSupportedConfig(EvaluatorConfig):
+    """Config of ``type: claims_supported``: the claim patterns to read the final text with."""
+
     #: None: the default ``amount`` and ``id`` patterns
     patterns: list[ClaimPattern] | None = None
 
@@ -490,6 +493,7 @@ class ClaimsSupported(Evaluator):
     """
 
     config_model = ClaimsSupportedConfig
+    config: ClaimsSupportedConfig
     requires = (AGENT_TRAJECTORY_V1,)
 
     def default_criterion(self) -> str:
@@ -503,7 +507,7 @@ class ClaimsSupported(Evaluator):
         if final is None:
             return missing("truncated") if t.truncated else excluded("no_final_report")
         any_claim = False
-        for check in iter_checks(t.steps, final, self.config.patterns):  # type: ignore[attr-defined]
+        for check in iter_checks(t.steps, final, self.config.patterns):
             if check.status != "supported":
                 return fail(f"{check.status}_claim")
             any_claim = True

@@ -30,6 +30,9 @@ Verdicts = Mapping[str, tuple[str, str]]
 
 @dataclass(frozen=True)
 class Flips:
+    """How one criterion's verdicts moved between a base and a candidate run, case ids per
+    kind of move (module docstring); only regressions and fixes enter McNemar's test."""
+
     regressions: list[str] = field(default_factory=list)  # pass -> fail
     fixes: list[str] = field(default_factory=list)  # fail -> pass
     to_missing: list[str] = field(default_factory=list)  # pass/fail -> missing/excluded/not recorded

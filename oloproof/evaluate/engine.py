@@ -10,7 +10,7 @@ re-evaluation can never disagree and no caller can forget the evidence.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, cast
 
 from oloproof.config.limits import split_trial
 from oloproof.config.locate import Locator, did_you_mean, validate_model
@@ -49,6 +49,9 @@ class CaseResult:
 
 @dataclass(frozen=True)
 class MetricRow:
+    """One quantile metric's row: its ``quantile`` of the observed values in ``unit``, with the
+    order-statistic interval in which missing cases sit at both extremes (SPEC §5.2)."""
+
     id: str
     quantile: float
     unit: str
@@ -57,6 +60,10 @@ class MetricRow:
 
 @dataclass(frozen=True)
 class SliceRow:
+    """One criterion's rate within one slice group (``slice`` is e.g. ``first_tool=search``);
+    ``low_support`` when fewer than ``min_slice_support`` cases were observed (SPEC §5.4).
+    Slices never gate."""
+
     slice: str
     criterion: str
     interval: RateInterval
@@ -75,12 +82,19 @@ class TransformCheck:
 
     @property
     def checked(self) -> bool:
+        """The labels cover every pair (there is at least one) and the share labelled valid is
+        at least ``minimum_validity``; until then rules over the relation are
+        INSUFFICIENT_EVIDENCE (``transform_not_checked``)."""
         return self.pairs > 0 and self.labelled == self.pairs and \
             self.valid / self.pairs >= self.minimum_validity
 
 
 @dataclass
 class Summary:
+    """A run's evaluated result: a rate interval per criterion (missing cases in the
+    denominator, SPEC §5.1), metric and slice rows, the gate's result when a release is
+    configured, and the case results when they were kept."""
+
     criteria: dict[str, RateInterval]
     metrics: list[MetricRow]
     slices: list[SliceRow]
@@ -103,6 +117,10 @@ class Summary:
 
 
 class SuiteEvaluation:
+    """A suite's evaluators, metrics, slices and release, built once from config
+    (:func:`build_suite`): judges cases one by one and knows which evidence (fault replays,
+    metamorphic pairs, baseline verdicts) they need."""
+
     def __init__(self, evaluators: list[Evaluator], metrics: list[QuantileMetric],
                  slices: list[Slice], min_slice_support: int, release: ReleaseConfig | None):
         self.evaluators = evaluators
@@ -126,11 +144,13 @@ class SuiteEvaluation:
             r.criterion for r in (release.rules if release else []) if r.no_regression is not None))
 
     def set_metamorphic(self, transforms: list[Any], labels: dict[str, dict[str, bool]]) -> None:
+        """Attach the metamorphic transforms and their validity labels (transform name ->
+        case id -> valid), handing each relation evaluator its own transform's labels."""
         self.transforms = list(transforms)
         self.labels = labels
         for e in self.evaluators:
             if e.transform is not None:
-                e.labels = labels.get(e.transform, {})  # type: ignore[attr-defined]
+                e.labels = labels.get(e.transform, {})
 
     def relation_transform(self, criterion: str) -> str | None:
         """The transform a metamorphic criterion is about, or None."""
@@ -245,6 +265,9 @@ class Accumulator:
         self.false_passes = 0
 
     def add(self, r: CaseResult) -> None:
+        """Fold one case result (one trial) into the tallies: criteria and slice counts (per
+        cluster while a multi-case cluster is incomplete), metric values, release classes,
+        metamorphic pair labels, baseline-tracked verdicts and pass^k trials."""
         self.count += 1
         if self._track:
             self.tracked[r.case_id] = (r.fingerprint, tuple(r.verdicts[i][0] for i in self._track))
@@ -275,12 +298,12 @@ class Accumulator:
         if "~" in r.case_id and (r.trial or 1) == 1:  # a pair is counted once, whatever its trials
             name = r.case_id.rsplit("~", 1)[1]
             if name in self.pairs:
-                counts = self.pairs[name]
-                counts[0] += 1
-                label = self.suite.labels.get(name, {}).get(split_trial(r.case_id)[0])
-                if label is not None:
-                    counts[1] += 1
-                    counts[2] += label
+                pair_counts = self.pairs[name]
+                pair_counts[0] += 1
+                valid = self.suite.labels.get(name, {}).get(split_trial(r.case_id)[0])
+                if valid is not None:
+                    pair_counts[1] += 1
+                    pair_counts[2] += valid
         if self.cases is not None:
             self.cases.append(r)
         if self.trials > 1 and r.trial is not None:
@@ -348,9 +371,9 @@ class Accumulator:
             from oloproof.stats.clusters import clustered_rate_interval
 
             for i, name in enumerate(self.suite.criteria):
-                clusters = [tuple(sums[i]) for sums in self._passk_clusters.values() if any(sums[i])]
+                clusters = [(p, o, m) for p, o, m in (sums[i] for sums in self._passk_clusters.values()) if p or o or m]
                 if clusters and out[name].low is not None:
-                    row = clustered_rate_interval(clusters)  # type: ignore[arg-type]
+                    row = clustered_rate_interval(clusters)
                     out[name] = replace(out[name], low=row.low, high=row.high, method=row.method)
         return out
 
@@ -404,7 +427,10 @@ class Accumulator:
                     if row.observed + row.missing == 0:
                         continue
                     slice_rows.append(SliceRow(label, name, row, row.observed < suite.min_slice_support))
-        checks = [TransformCheck(t.name, *self.pairs[t.name], t.minimum_validity) for t in suite.transforms]
+        checks = []
+        for t in suite.transforms:
+            pairs, labelled, valid = self.pairs[t.name]
+            checks.append(TransformCheck(t.name, pairs, labelled, valid, t.minimum_validity))
         gate = None
         if suite.release is not None:
             from oloproof.evaluate.gate import GateContext
@@ -444,9 +470,13 @@ class _Tally:
         if t == 3:
             self.excluded += times
             return
-        c = self.single if cluster is None else self.open.get(cluster)
-        if c is None:
-            c = self.open[cluster] = [0, 0, 0]  # type: ignore[index]
+        if cluster is None:
+            c = self.single
+        else:
+            found = self.open.get(cluster)
+            if found is None:
+                found = self.open[cluster] = [0, 0, 0]
+            c = found
         if t == 0:
             c[0] += times
             c[1] += times
@@ -500,13 +530,13 @@ def build_suite(config: ProjectConfig, locator: Locator, release: ReleaseConfig 
     where_criterion: dict[str, int] = {}
     for i, raw in enumerate(config.evaluators):
         path = ("evaluators", i)
-        type_name = raw.get("type")
-        cls = families.get(type_name)  # type: ignore[arg-type]
+        type_name = cast(str, raw.get("type"))  # a non-empty str: models._evaluator_entry checked it
+        cls = families.get(type_name)
         if cls is None:
             from oloproof.evaluate.base import load_entry_points
 
             load_entry_points()
-            cls = families.get(type_name)  # type: ignore[arg-type]
+            cls = families.get(type_name)
         if cls is None:
             raise ConfigError(
                 f"{locator.where(path + ('type',))}: evaluators[{i}].type: unknown evaluator "

@@ -47,6 +47,9 @@ from oloproof.views import NO_STATE, CaseView, ReplayView
 
 
 class FaultRecoveryConfig(EvaluatorConfig):
+    """Config of ``type: fault_recovery``: which ``tool``'s first result to fault, with which
+    ``fault``, and the ``escalate_tools`` whose call after the fault counts as recovery."""
+
     tool: str = Field(min_length=1)
     fault: Literal["error", "timeout", "malformed", "timeout_after_effect", "denied"]
     escalate_tools: list[str] = []
@@ -68,35 +71,48 @@ def replay_ledger(case: CaseView, replay: ReplayView, plan: Any) -> list[EffectR
 
 
 def state_satisfies(expected: object, state: object) -> bool:
+    """Whether ``state`` holds every leaf of ``expected``, each present and equal (the
+    comparison of :func:`oloproof.evaluate.paths.equal`); keys ``expected`` does not name are
+    ignored."""
     return all(got is not ABSENT and equal(leaf, got)
                for _, leaf, got, _ in walk_leaves(expected, state, None))
 
 
 @evaluator("fault_recovery")
 class FaultRecovery(Evaluator):
+    """``recovers_from_<fault>_at_<tool>``: whether the agent recovers when one tool result is
+    faulted in a replay from the latest checkpoint before the call (SPEC §4.4, §7.1).
+
+    The pass, fail, missing and excluded conditions are those of the module docstring; a
+    truncated fault replay is missing (``truncated``) unless its prefix already decides: a
+    broken constraint, a duplicate effect or an escalation call (the truncated-prefix rule).
+    """
+
     config_model = FaultRecoveryConfig
+    config: FaultRecoveryConfig
+    replay_spec: tuple[str, str]
     requires = (AGENT_TRAJECTORY_V1,)
 
     def default_criterion(self) -> str:
-        cfg: FaultRecoveryConfig = self.config  # type: ignore[assignment]
+        cfg: FaultRecoveryConfig = self.config
         return f"recovers_from_{cfg.fault}_at_{cfg.tool}"
 
-    def __init__(self, config: EvaluatorConfig):
+    def __init__(self, config: FaultRecoveryConfig):
         super().__init__(config)
-        self.replay_spec = (config.tool, config.fault)  # type: ignore[attr-defined]
+        self.replay_spec = (config.tool, config.fault)
 
     def named_tools(self) -> list[tuple[tuple, str]]:
-        cfg: FaultRecoveryConfig = self.config  # type: ignore[assignment]
+        cfg: FaultRecoveryConfig = self.config
         return [(("tool",), cfg.tool), *((("escalate_tools", i), t) for i, t in enumerate(cfg.escalate_tools))]
 
     def judge(self, case: CaseView) -> Verdict:
         from oloproof.replay.fidelity import compare
         from oloproof.replay.plan import Plan, plan_fault
 
-        cfg: FaultRecoveryConfig = self.config  # type: ignore[assignment]
+        cfg: FaultRecoveryConfig = self.config
         plan = plan_fault(case, cfg.tool)
         if not isinstance(plan, Plan):
-            return plan  # type: ignore[return-value]
+            return plan
         pair = case.replays.get(self.replay_spec)
         if pair is None or pair.control is None:
             return missing("replay_not_run")

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 MIN_CLUSTERS = 20
 
@@ -48,6 +48,9 @@ from oloproof.stats.intervals import RateInterval
 
 @dataclass(frozen=True)
 class RuleResult:
+    """One rule's decision: ``status`` PASS, FAIL or INSUFFICIENT_EVIDENCE, the ``reason``
+    code of any status but PASS, and ``detail``, the numbers behind it in words."""
+
     name: str
     criterion: str
     kind: str
@@ -59,11 +62,16 @@ class RuleResult:
 
 @dataclass(frozen=True)
 class GateResult:
+    """The gate's decision over all its rules (module docstring: any FAIL fails it, else any
+    INSUFFICIENT_EVIDENCE, and no rules at all is INSUFFICIENT_EVIDENCE) and each rule's result."""
+
     decision: str  # PASS | FAIL | INSUFFICIENT_EVIDENCE
     rules: list[RuleResult] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
+        """0 when the gate passes, 1 when it is blocked — FAIL or INSUFFICIENT_EVIDENCE alike
+        (SPEC §8; 2, bad input, is the CLI's)."""
         return 0 if self.decision == "PASS" else 1
 
 
@@ -88,6 +96,16 @@ class GateContext:
     partial: str | None = None
 
 
+_T = TypeVar("_T")
+
+
+def _limit(rule: Rule, value: _T | None) -> _T:
+    """The limit of the rule's own kind: set, since a :class:`Rule` sets exactly one kind."""
+    if value is None:
+        raise ValueError(f"rule {rule.name!r} ({rule.kind}) sets no limit")
+    return value
+
+
 def _pct(x: float, down: bool) -> str:
     """A percentage to one decimal, rounded away from the threshold's favour (a lower bound
     down, a rate as it is), so the words never claim more than the number."""
@@ -96,6 +114,18 @@ def _pct(x: float, down: bool) -> str:
 
 
 def judge_rule(rule: Rule, row: RateInterval, context: GateContext | None = None) -> RuleResult:
+    """Judge one rule on its criterion's row (rule kinds and reasons: module docstring).
+
+    A partial run makes every rule INSUFFICIENT_EVIDENCE (``partial_run``); in a run that is
+    not sealed, any status but FAIL becomes INSUFFICIENT_EVIDENCE (``run_incomplete``), since
+    the unrecorded cases could still fail it.
+
+    Args:
+        rule: the rule from ``release.yaml``.
+        row: the criterion's rate interval (missing cases in the denominator).
+        context: what the rule needs beyond the row; None means an empty one (a finished,
+            whole-suite run with no clusters, labels, baseline or pass^k).
+    """
     context = context or GateContext()
     if context.partial is not None:  # some cases were chosen: the suite was not asked
         return RuleResult(rule.name, rule.criterion, rule.kind, rule.threshold, "INSUFFICIENT_EVIDENCE",
@@ -132,25 +162,27 @@ def _judge_rule(rule: Rule, row: RateInterval, context: GateContext) -> RuleResu
         if row.observed + row.missing == 0:
             return result("INSUFFICIENT_EVIDENCE", "no_observations", "no case observed")
         failures = row.observed - row.passed
-        limit = rule.max_failures
+        limit = _limit(rule, rule.max_failures)
         said = f"{failures} {'failure' if failures == 1 else 'failures'}"
-        if failures > limit:  # type: ignore[operator]
+        if failures > limit:
             return result("FAIL", "observed_failures_exceed_limit", f"{said} > {limit} allowed")
-        if failures + row.missing > limit:  # type: ignore[operator]
+        if failures + row.missing > limit:
             return result("INSUFFICIENT_EVIDENCE", "missing_cases",
                           f"{said} ≤ {limit} allowed, but {row.missing} missing could be failures")
         return result("PASS", None, f"{said} ≤ {limit} allowed")
     if kind == "min_lower_bound":
         if row.low is None:
             return result("INSUFFICIENT_EVIDENCE", "no_observations", "no case observed")
-        threshold = f"{rule.min_lower_bound * 100:g} %"  # type: ignore[operator]
-        if row.low >= rule.min_lower_bound:  # type: ignore[operator]
+        bound = _limit(rule, rule.min_lower_bound)
+        threshold = f"{bound * 100:g} %"
+        if row.low >= bound:
             return result("PASS", None, f"lower bound {_pct(row.low, True)} ≥ {threshold}")
         return result("FAIL", "lower_bound_below_threshold", f"lower bound {_pct(row.low, True)} < {threshold}")
     if row.rate is None:
         return result("INSUFFICIENT_EVIDENCE", "no_observations", "no case observed")
-    threshold = f"{rule.min_rate * 100:g} %"  # type: ignore[operator]
-    if row.rate >= rule.min_rate:  # type: ignore[operator]
+    min_rate = _limit(rule, rule.min_rate)
+    threshold = f"{min_rate * 100:g} %"
+    if row.rate >= min_rate:
         return result("PASS", None, f"rate {_pct(row.rate, True)} ≥ {threshold}")
     return result("FAIL", "rate_below_threshold", f"rate {_pct(row.rate, False)} < {threshold}")
 
@@ -169,9 +201,10 @@ def _min_pass_hat_k(rule: Rule, context: GateContext, result: Any) -> RuleResult
                       f"{context.source_clusters} source clusters < {MIN_CLUSTERS} needed")
     if ph.low is None:
         return result("INSUFFICIENT_EVIDENCE", "no_observations", f"no case with {ph.k} trials observed")
-    threshold = f"{rule.min_pass_hat_k * 100:g} %"  # type: ignore[operator]
+    min_pass_hat_k = _limit(rule, rule.min_pass_hat_k)
+    threshold = f"{min_pass_hat_k * 100:g} %"
     said = f"pass^{ph.k} low {_pct(ph.low, True)}"
-    if ph.low >= rule.min_pass_hat_k:  # type: ignore[operator]
+    if ph.low >= min_pass_hat_k:
         return result("PASS", None, f"{said} ≥ {threshold}")
     return result("FAIL", "pass_hat_k_below_threshold", f"{said} < {threshold}")
 
@@ -210,7 +243,7 @@ def _no_regression(rule: Rule, context: GateContext, result: Any) -> RuleResult:
         return result(*status, f"{said} ≤ {nr.max_regressions} allowed")
     p = mcnemar_exact(against, len(f.fixes))
     fixes = f"{len(f.fixes)} {'fix' if len(f.fixes) == 1 else 'fixes'}"
-    if against > len(f.fixes) and p < nr.max_p:  # type: ignore[operator]
+    if against > len(f.fixes) and p < _limit(rule, nr.max_p):
         return result("FAIL", "significant_regression", f"{said}, {fixes}: p = {p:.3g} < {nr.max_p:g}")
     status = ("PASS", None) if evidence.baseline_complete else ("INSUFFICIENT_EVIDENCE", "baseline_incomplete")
     return result(*status, f"{said}, {fixes}: p = {p:.3g}")
@@ -226,6 +259,10 @@ def min_paired(configured: int | None, candidate_cases: int) -> int:
 
 def judge_gate(release: ReleaseConfig, criteria: dict[str, RateInterval],
                context: GateContext | None = None) -> GateResult:
+    """Judge every rule of ``release`` on ``criteria`` (criterion -> rate interval) and decide
+    the gate (SPEC §8): PASS only when every rule passes; a release without rules is
+    INSUFFICIENT_EVIDENCE, never a vacuous PASS. The release's ``allow_approximate_methods``
+    overrides the context's."""
     from dataclasses import replace
 
     context = replace(context or GateContext(), allow_approximate_methods=release.allow_approximate_methods)

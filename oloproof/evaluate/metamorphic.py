@@ -34,31 +34,50 @@ from oloproof.views import NO_STATE, CaseView
 
 
 class RelationConfig(EvaluatorConfig):
+    """Config of ``type: metamorphic_relation``: which ``relation`` must hold between a source
+    case and its derived case under ``transform`` (a name from ``metamorphic.transforms``)."""
+
     relation: Literal["same_output", "same_actions", "same_state"]
     transform: str = Field(min_length=1)
 
 
 def actions(case: CaseView) -> list[bytes]:
-    return [canonical_json([s.tool_name, s.arguments]) for s in case.trajectory.calls]  # type: ignore[union-attr]
+    """The case's tool calls in order, each as the canonical JSON of ``[tool, arguments]``
+    (what ``same_actions`` compares); the case must have a trajectory."""
+    if case.trajectory is None:
+        raise ValueError(f"case {case.case_id!r} recorded no trajectory")
+    return [canonical_json([s.tool_name, s.arguments]) for s in case.trajectory.calls]
 
 
 @evaluator("metamorphic_relation")
 class MetamorphicRelation(Evaluator):
-    config_model = RelationConfig
+    """``<relation>_under_<transform>``: one verdict per pair, on its derived case (module
+    docstring). ``requires`` follows the relation: a trajectory for ``same_actions``, the
+    environment state for ``same_state``, nothing for ``same_output``."""
 
-    def __init__(self, config: EvaluatorConfig):
+    config_model = RelationConfig
+    config: RelationConfig
+
+    def __init__(self, config: RelationConfig):
         super().__init__(config)
-        relation = config.relation  # type: ignore[attr-defined]
+        relation = config.relation
         self.requires = ((AGENT_TRAJECTORY_V1,) if relation == "same_actions" else
                          (ENVIRONMENT_STATE_V1,) if relation == "same_state" else ())
-        self.transform = config.transform  # type: ignore[attr-defined]
+        self.transform = config.transform
         self.suffix = "~" + self.transform
         self.labels: dict[str, bool] = {}
 
     def default_criterion(self) -> str:
-        return f"{self.config.relation}_under_{self.config.transform}"  # type: ignore[attr-defined]
+        return f"{self.config.relation}_under_{self.config.transform}"
 
     def evaluate(self, case: CaseView) -> Verdict:
+        """Judge the pair whose derived case is ``case``.
+
+        Excluded when ``case`` is not ``<source>~<transform>`` (``not_a_pair``) or a person
+        labelled the pair invalid (``invalid_transform``); missing when its source case was
+        not recorded (``pair_not_recorded``) or either side raised; otherwise :meth:`compare`
+        on (source, derived).
+        """
         if not case.case_id.endswith(self.suffix):
             return excluded("not_a_pair")
         if self.labels.get(case.case_id) is False:
@@ -72,7 +91,14 @@ class MetamorphicRelation(Evaluator):
         return self.compare(source, case)
 
     def compare(self, a: CaseView, b: CaseView) -> Verdict:
-        relation = self.config.relation  # type: ignore[attr-defined]
+        """Whether the relation holds between ``a`` and ``b`` (canonical JSON equality).
+
+        ``same_state``: missing when either side recorded no state. ``same_actions``: missing
+        when either recorded no trajectory; with a truncated side, FAIL once the common
+        prefix of calls differs or the side with fewer calls is complete (the other went
+        on past its end), else missing (``truncated``) — a truncated trace cannot decide what came after.
+        """
+        relation = self.config.relation
         if relation == "same_output":
             return PASS if canonical_json(a.output) == canonical_json(b.output) else FAIL
         if relation == "same_state":

@@ -29,9 +29,13 @@ class QuantileMetric:
 
     @property
     def needs_trajectory(self) -> bool:
+        """Whether the source is ``agent_steps`` or ``agent_tool_calls`` (it needs a trajectory)."""
         return self.config.source in TRAJECTORY_SOURCES
 
     def value(self, case: CaseView) -> float | Verdict:
+        """The case's number for this metric, or a ``missing`` verdict saying why there is
+        none (``system_error``/its error kind, ``no_usage_recorded``, ``no_latency_recorded``,
+        ``no_trajectory_recorded``, ``truncated``, ``no_output_value``)."""
         if case.error is not None:
             return missing(case.error_kind or "system_error")
         source = self.config.source

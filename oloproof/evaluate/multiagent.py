@@ -41,18 +41,27 @@ def route(t: TrajectoryView) -> list[str] | None:
 
 
 def handoffs(t: TrajectoryView) -> int | None:
+    """How many times control changed hands (the route's length less one); ``None`` when
+    the trajectory names no agent."""
     r = route(t)
     return None if r is None else max(0, len(r) - 1)
 
 
 class MultiAgentEvaluator(TrajectoryEvaluator):
+    """Base of the multi-agent families (SPEC §6): computes the route, then calls
+    :meth:`judge_route`."""
+
     def judge_trajectory(self, t: TrajectoryView, case: CaseView) -> Verdict:
+        """Missing (``no_agents_recorded``) when the trajectory names no agent (or has no
+        steps); otherwise :meth:`judge_route` on its route."""
         r = route(t)
         if r is None:
             return NO_AGENTS
         return self.judge_route(r, t, case)
 
     def judge_route(self, r: list[str], t: TrajectoryView, case: CaseView) -> Verdict:
+        """The family's rule over route ``r`` (see :func:`route`) of trajectory ``t``; the
+        conditions, truncated traces included, are in each family's docstring."""
         raise NotImplementedError
 
 
@@ -66,6 +75,8 @@ class AgentRoute(MultiAgentEvaluator):
         return "agent_route"
 
     def judge_trajectory(self, t: TrajectoryView, case: CaseView) -> Verdict:
+        """Excluded (``no_expected_route``) before anything else when the case declares no
+        ``expected.route`` list; otherwise the shared multi-agent rule."""
         if not isinstance(case.expected.get("route"), list):
             return excluded("no_expected_route")
         return super().judge_trajectory(t, case)
@@ -78,6 +89,8 @@ class AgentRoute(MultiAgentEvaluator):
 
 
 class PermissionsConfig(EvaluatorConfig):
+    """Config of ``type: agent_tool_permissions``: agent name -> the tools it may call."""
+
     permissions: dict[str, list[str]]
 
     @field_validator("permissions")
@@ -96,23 +109,26 @@ class ToolPermissions(MultiAgentEvaluator):
     fails, else missing."""
 
     config_model = PermissionsConfig
+    config: PermissionsConfig
 
     def default_criterion(self) -> str:
         return "agent_tool_permissions"
 
     def named_tools(self) -> list[tuple[tuple, str]]:
-        permissions = self.config.permissions  # type: ignore[attr-defined]
+        permissions = self.config.permissions
         return [(("permissions", agent, i), t) for agent, tools in permissions.items() for i, t in enumerate(tools)]
 
     def judge_route(self, r: list[str], t: TrajectoryView, case: CaseView) -> Verdict:
-        allowed = self.config.permissions  # type: ignore[attr-defined]
+        allowed = self.config.permissions
         for s in t.calls:
-            if s.tool_name not in allowed.get(s.agent, ()):
+            if s.agent is None or s.tool_name not in allowed.get(s.agent, ()):
                 return FAIL
         return TRUNCATED if t.truncated else PASS
 
 
 class MaxHandoffsConfig(EvaluatorConfig):
+    """Config of ``type: agent_max_handoffs``: the most times control may change hands."""
+
     max_handoffs: int = Field(ge=0)
 
 
@@ -122,11 +138,12 @@ class MaxHandoffs(MultiAgentEvaluator):
     exceeds it, else missing."""
 
     config_model = MaxHandoffsConfig
+    config: MaxHandoffsConfig
 
     def default_criterion(self) -> str:
-        return f"agent_handoffs_le_{self.config.max_handoffs}"  # type: ignore[attr-defined]
+        return f"agent_handoffs_le_{self.config.max_handoffs}"
 
     def judge_route(self, r: list[str], t: TrajectoryView, case: CaseView) -> Verdict:
-        if len(r) - 1 > self.config.max_handoffs:  # type: ignore[attr-defined]
+        if len(r) - 1 > self.config.max_handoffs:
             return FAIL
         return TRUNCATED if t.truncated else PASS

@@ -19,6 +19,9 @@ from oloproof.views import CaseView
 
 
 class ContainsConfig(EvaluatorConfig):
+    """Config of ``type: contains``: the criterion name (required: there is no default), the
+    output ``field`` to search and the ``expected_field`` holding what it must contain."""
+
     criterion: str = Field(min_length=1)
     field: str = Field(min_length=1)
     expected_field: str = Field(min_length=1)
@@ -44,9 +47,10 @@ class Contains(Evaluator):
     """
 
     config_model = ContainsConfig
+    config: ContainsConfig
 
     def judge(self, case: CaseView) -> Verdict:
-        cfg: ContainsConfig = self.config  # type: ignore[assignment]
+        cfg: ContainsConfig = self.config
         if cfg.expected_field not in case.expected:
             return excluded("no_expected_value")
         output = case.output

@@ -17,6 +17,8 @@ Path = tuple[Any, ...]
 
 
 class PathError(ValueError):
+    """A path string that does not parse (empty, an empty segment, a bad ``[index]``)."""
+
     pass
 
 
@@ -40,6 +42,7 @@ def parse_path(text: str) -> Path:
 
 
 def format_path(path: Path) -> str:
+    """The inverse of :func:`parse_path`: ``("items", 0, "sku")`` → ``"items[0].sku"``."""
     text = ""
     for seg in path:
         if isinstance(seg, int):

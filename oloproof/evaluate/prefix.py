@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from oloproof.evaluate.base import PASS, Evaluator, EvaluatorConfig, Verdict, evaluator, excluded, fail, missing
 from oloproof.events import StepRecorded, canonical_json
@@ -58,6 +58,8 @@ class PrefixOutcome:
 
 
 def describe_step(step: StepRecorded) -> str:
+    """A step in a few words for reports: ``tool({args})``, ``message '...'``,
+    ``final '...'`` or ``handoff <agent>`` (arguments and texts cut to 120 characters)."""
     if step.kind == "tool_call":
         args = canonical_json(step.arguments).decode() if step.arguments is not None else ""
         return f"{step.tool_name}({args[:120]})"
@@ -99,6 +101,8 @@ def _arguments_match(pattern: dict[str, Any], arguments: Any) -> bool:
 
 
 def claims_all_supported(steps: list[StepRecorded], final: StepRecorded) -> bool:
+    """Whether every claim of ``final`` (default patterns) is supported by the tool results
+    recorded before it (:mod:`oloproof.evaluate.claims`); True for a final without claims."""
     from oloproof.evaluate.claims import check_claims, default_patterns
 
     return all(c.status == "supported" for c in check_claims(steps, final, default_patterns()))
@@ -123,7 +127,16 @@ def matches(matcher: dict[str, Any], step: StepRecorded, steps: list[StepRecorde
     return False
 
 
+class _Flags(TypedDict):
+    """What a prefix case is about, beside its boundary (see :class:`PrefixOutcome`)."""
+
+    retention: bool
+    irreversible: bool
+
+
 def describe_matcher(m: dict[str, Any]) -> str:
+    """An action matcher (a stored ``ActionMatcher`` dict) in words, marked ``(critical)``
+    when it is."""
     from oloproof.config.prefixes import ActionMatcher
 
     return ActionMatcher.model_validate(m).describe() + (" (critical)" if m.get("critical") else "")
@@ -134,7 +147,7 @@ def classify(case: CaseView) -> PrefixOutcome:
     prefix = case.started.prefix if case.started is not None else None
     if prefix is None:
         return PrefixOutcome("not_prefix")
-    flags = {"retention": bool(prefix.get("retention")), "irreversible": bool(prefix.get("irreversible"))}
+    flags: _Flags = {"retention": bool(prefix.get("retention")), "irreversible": bool(prefix.get("irreversible"))}
     if case.error is not None:
         return PrefixOutcome("errored", detail=case.error, **flags)
     before = int(prefix["boundary"]["before_step"])
@@ -164,6 +177,8 @@ def classify(case: CaseView) -> PrefixOutcome:
 
 
 class PrefixActionConfig(EvaluatorConfig):
+    """Config of ``type: prefix_action``: the set of prefix cases its criterion judges."""
+
     #: which prefix cases the criterion judges (the others are excluded)
     cases: Literal["regression", "retention", "irreversible", "all"] = "regression"
 
@@ -188,11 +203,15 @@ class PrefixAction(Evaluator):
     ``not_a_prefix_case``."""
 
     config_model = PrefixActionConfig
+    config: PrefixActionConfig
 
     def default_criterion(self) -> str:
-        return SETS[self.config.cases]  # type: ignore[attr-defined]
+        return SETS[self.config.cases]
 
     def evaluate(self, case: CaseView) -> Verdict:
+        """Excluded when ``case`` is no prefix case (``not_a_prefix_case``) or outside the
+        configured set (``not_in_set``); then the shared rules (a stale or raising case is
+        missing) and :meth:`judge`."""
         # set membership first: a stale retention case is missing for the retention criterion,
         # and outside the irreversible one (not missing there)
         prefix = case.started.prefix if case.started is not None else None
@@ -200,11 +219,13 @@ class PrefixAction(Evaluator):
             return excluded("not_a_prefix_case")
         flags = PrefixOutcome("", retention=bool(prefix.get("retention")),
                               irreversible=bool(prefix.get("irreversible")))
-        if not _in_set(flags, self.config.cases):  # type: ignore[attr-defined]
+        if not _in_set(flags, self.config.cases):
             return excluded("not_in_set")
         return super().evaluate(case)
 
     def judge(self, case: CaseView) -> Verdict:
+        """Pass for an ``acceptable`` outcome, missing for ``diverged``, fail otherwise with
+        the outcome as reason (:func:`classify`)."""
         return _verdict(classify(case))
 
 
@@ -233,11 +254,16 @@ class CriticalForbidden(Evaluator):
         return "no_critical_forbidden_action"
 
     def evaluate(self, case: CaseView) -> Verdict:
+        """Excluded for a case that is no prefix case (``not_a_prefix_case``); otherwise the
+        shared rules and :meth:`judge`."""
         if case.started is None or case.started.prefix is None:
             return excluded("not_a_prefix_case")
         return super().evaluate(case)
 
     def judge(self, case: CaseView) -> Verdict:
+        """Missing when the candidate diverged before the boundary; fail
+        (``critical_forbidden``) for a critical forbidden action; pass for anything else —
+        a non-critical forbidden action, another action, or none at all."""
         outcome = classify(case)
         if outcome.status == "diverged":
             return missing("diverged")

@@ -65,6 +65,9 @@ REPAIR_HINTS = {
 
 
 class ReleaseClassConfig(EvaluatorConfig):
+    """Config of ``type: release_class``: nothing beyond ``type`` and ``criterion`` (the
+    class is decided from the recorded evidence alone)."""
+
     pass
 
 
@@ -132,6 +135,7 @@ class ReleaseClass(Evaluator):
     class is the verdict's reason: ``PASS`` and ``EXPECTED_WAIT`` pass, every ``FAIL_*`` fails."""
 
     config_model = ReleaseClassConfig
+    config: ReleaseClassConfig
     requires = (EFFECT_LEDGER_V1, RELEASE_EVIDENCE_V1)
 
     def default_criterion(self) -> str:

@@ -18,6 +18,8 @@ BINNED = {"trajectory_length": 1, "tool_calls": 0}  # name -> lowest value of th
 
 
 class SliceSpecError(ValueError):
+    """A slice spec that does not parse; the message names the known slices or the fix."""
+
     pass
 
 
@@ -29,6 +31,10 @@ def _label(v: object) -> str:
 
 @dataclass(frozen=True)
 class Slice:
+    """One parsed slice spec (``metadata.<key>``, ``first_tool``, ``repeated_action``,
+    ``route``, ``trajectory_length:<bounds>`` or ``tool_calls:<bounds>``): ``name`` is its
+    kind, ``key`` the metadata key, ``bounds`` the declared bin bounds."""
+
     spec: str
     name: str
     key: str | None = None
@@ -36,6 +42,13 @@ class Slice:
 
     @classmethod
     def parse(cls, spec: str) -> "Slice":
+        """Parse a slice spec from ``oloproof.yaml``.
+
+        Raises:
+            SliceSpecError: an empty spec, ``metadata.`` without a key, a binned slice without
+                bounds or with bounds that are not increasing integers from its lowest value
+                (1 steps, 0 calls), or an unknown slice.
+        """
         if not isinstance(spec, str) or not spec:
             raise SliceSpecError(f"a slice must be a non-empty string, got {spec!r}")
         if spec.startswith("metadata."):
@@ -62,10 +75,13 @@ class Slice:
 
     @property
     def needs_trajectory(self) -> bool:
+        """Every slice but ``metadata.<key>`` reads the trajectory."""
         return self.name != "metadata"
 
     def bins(self) -> list[tuple[int, int | None, str]]:
-        out = []
+        """A binned slice's bins as ``(low, high, label)``, the last open-ended (``high``
+        None): ``trajectory_length:4,8`` gives 1–4, 5–8 and 9+."""
+        out: list[tuple[int, int | None, str]] = []
         low = BINNED[self.name]
         for b in self.bounds:
             out.append((low, b, f"{self.name}={low}" if low == b else f"{self.name}={low}-{b}"))
@@ -76,7 +92,7 @@ class Slice:
     def group(self, case: CaseView) -> str | None:
         """The group label this case joins, or None."""
         if self.name == "metadata":
-            if self.key not in case.metadata:
+            if self.key is None or self.key not in case.metadata:
                 return None
             return f"{self.spec}={_label(case.metadata[self.key])}"
         t = case.trajectory
@@ -106,6 +122,7 @@ class Slice:
         return None
 
     def order(self, label: str) -> tuple:
+        """Sort key of a group label: bins in bin order, other groups by label."""
         if self.name in BINNED:
             for i, (_, _, lab) in enumerate(self.bins()):
                 if lab == label:

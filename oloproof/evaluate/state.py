@@ -61,6 +61,9 @@ def _paths(v: list[str]) -> list[str]:
 
 
 class StateMatchesConfig(EvaluatorConfig):
+    """Config of ``type: state_matches``: ``mode`` (``whole`` or ``subset``), the ``paths``
+    to compare (None: the whole state; each must parse) and the numeric ``tolerance``."""
+
     mode: Literal["whole", "subset"] = "whole"
     paths: list[str] | None = None
     tolerance: float = Field(default=0.0, ge=0)
@@ -72,6 +75,9 @@ class StateMatchesConfig(EvaluatorConfig):
 
 
 class StateUnchangedConfig(EvaluatorConfig):
+    """Config of ``type: state_unchanged``: the paths that must keep their initial value (at
+    least one; each must parse) and the numeric ``tolerance``."""
+
     paths: list[str] = Field(min_length=1)
     tolerance: float = Field(default=0.0, ge=0)
 
@@ -82,22 +88,34 @@ class StateUnchangedConfig(EvaluatorConfig):
 
 
 class StateEvaluator(Evaluator):
+    """Base of the environment-state families: they require ``environment_state/v1`` and
+    report every path they compared (``has_paths``) beside the verdict."""
+
     requires = (ENVIRONMENT_STATE_V1,)
     has_paths = True
 
     def judge(self, case: CaseView) -> Verdict:
+        """The verdict of :meth:`judge_paths`, without its path checks."""
         return self.judge_paths(case)[0]
 
     def evaluate_paths(self, case: CaseView) -> tuple[Verdict, list[PathCheck]]:
+        """The verdict and the compared paths: missing with no paths when the system raised,
+        otherwise :meth:`judge_paths`."""
         if case.error is not None:
             return missing(case.error_kind or "system_error"), []
         return self.judge_paths(case)
 
     def judge_paths(self, case: CaseView) -> tuple[Verdict, list[PathCheck]]:
+        """The family's rule over the recorded state: the verdict and every path compared.
+        A case that recorded no state is missing (``no_state_recorded``), never a pass; the
+        other conditions are in each family's docstring."""
         raise NotImplementedError
 
     def check(self, path: Path, initial: Any, expected: Any, recorded: Any, ok: bool,
               note: str | None = None) -> PathCheck:
+        """A :class:`PathCheck` of this criterion for ``path``, ``pass`` when ``ok``; a
+        recorded value that is absent gets the note "not in the recorded state" unless
+        another note is given."""
         if recorded is ABSENT and note is None:
             note = "not in the recorded state"
         return PathCheck(self.criterion, format_path(path), "pass" if ok else "fail",
@@ -115,17 +133,18 @@ class StateMatches(StateEvaluator):
     """
 
     config_model = StateMatchesConfig
+    config: StateMatchesConfig
 
-    def __init__(self, config: EvaluatorConfig):
+    def __init__(self, config: StateMatchesConfig):
         super().__init__(config)
-        paths = config.paths  # type: ignore[attr-defined]
+        paths = config.paths
         self._roots: list[Path] = [()] if paths is None else [parse_path(p) for p in paths]
 
     def default_criterion(self) -> str:
         return "state_matches"
 
     def judge_paths(self, case: CaseView) -> tuple[Verdict, list[PathCheck]]:
-        cfg: StateMatchesConfig = self.config  # type: ignore[assignment]
+        cfg: StateMatchesConfig = self.config
         if "state" not in case.expected:
             return excluded("no_expected_state"), []
         if case.state is NO_STATE:
@@ -183,16 +202,17 @@ class StateUnchanged(StateEvaluator):
     """
 
     config_model = StateUnchangedConfig
+    config: StateUnchangedConfig
 
-    def __init__(self, config: EvaluatorConfig):
+    def __init__(self, config: StateUnchangedConfig):
         super().__init__(config)
-        self._paths = [(parse_path(p), format_path(parse_path(p))) for p in config.paths]  # type: ignore[attr-defined]
+        self._paths = [(parse_path(p), format_path(parse_path(p))) for p in config.paths]
 
     def default_criterion(self) -> str:
         return "state_unchanged"
 
     def judge_paths(self, case: CaseView) -> tuple[Verdict, list[PathCheck]]:
-        cfg: StateUnchangedConfig = self.config  # type: ignore[assignment]
+        cfg: StateUnchangedConfig = self.config
         if case.state is NO_STATE:
             return missing("no_state_recorded"), []
         checks = []

@@ -32,12 +32,21 @@ NO_DECLARED_TOOLS = excluded("no_declared_tools")
 
 
 class TrajectoryEvaluator(Evaluator):
+    """Base of the families that judge the recorded trajectory: they require
+    ``agent_trajectory/v1`` (a case without one is missing before they are asked) and obey
+    the truncated-prefix rule (module docstring)."""
+
     requires = (AGENT_TRAJECTORY_V1,)
 
     def judge(self, case: CaseView) -> Verdict:
-        return self.judge_trajectory(case.trajectory, case)  # type: ignore[arg-type]
+        """Hand the case's trajectory to :meth:`judge_trajectory`."""
+        if case.trajectory is None:  # evaluate() already makes such a case missing
+            return missing("no_trajectory_recorded")
+        return self.judge_trajectory(case.trajectory, case)
 
     def judge_trajectory(self, t: TrajectoryView, case: CaseView) -> Verdict:
+        """The family's rule over trajectory ``t`` of ``case``; the pass, fail, missing and
+        excluded conditions, truncated traces included, are in each family's docstring."""
         raise NotImplementedError
 
 
@@ -70,6 +79,8 @@ def repeated_call(t: TrajectoryView) -> bool:
 
 
 class ToolCalledConfig(EvaluatorConfig):
+    """Config of ``type: agent_tool_called``: the tool and how many calls it needs."""
+
     tool_name: str = Field(min_length=1)
     min_calls: int = Field(default=1, ge=1)
 
@@ -83,15 +94,16 @@ class ToolCalled(TrajectoryEvaluator):
     """
 
     config_model = ToolCalledConfig
+    config: ToolCalledConfig
 
     def default_criterion(self) -> str:
-        return f"agent_tool_{self.config.tool_name}_called"  # type: ignore[attr-defined]
+        return f"agent_tool_{self.config.tool_name}_called"
 
     def named_tools(self) -> list[tuple[tuple, str]]:
-        return [(("tool_name",), self.config.tool_name)]  # type: ignore[attr-defined]
+        return [(("tool_name",), self.config.tool_name)]
 
     def judge_trajectory(self, t: TrajectoryView, case: CaseView) -> Verdict:
-        cfg: ToolCalledConfig = self.config  # type: ignore[assignment]
+        cfg: ToolCalledConfig = self.config
         n = sum(1 for s in t.steps if s.kind == "tool_call" and s.tool_name == cfg.tool_name)
         if n >= cfg.min_calls:
             return PASS
@@ -99,6 +111,8 @@ class ToolCalled(TrajectoryEvaluator):
 
 
 class NoToolLoopConfig(EvaluatorConfig):
+    """Config of ``type: agent_no_tool_loop``: how many identical calls in a row are allowed."""
+
     max_repeats: int = Field(default=2, ge=1)
 
 
@@ -112,22 +126,27 @@ class NoToolLoop(TrajectoryEvaluator):
     """
 
     config_model = NoToolLoopConfig
+    config: NoToolLoopConfig
 
     def default_criterion(self) -> str:
         return "agent_no_tool_loop"
 
     def judge_trajectory(self, t: TrajectoryView, case: CaseView) -> Verdict:
-        if longest_identical_run(t) > self.config.max_repeats:  # type: ignore[attr-defined]
+        if longest_identical_run(t) > self.config.max_repeats:
             return FAIL
         return TRUNCATED if t.truncated else PASS
 
 
 def declared_tools(case: CaseView) -> list[str] | None:
+    """The case's ``expected.tools`` list, or None when it declares none (the sequence and
+    undeclared-tool families then exclude the case: ``no_declared_tools``)."""
     tools = case.expected.get("tools") if isinstance(case.expected, dict) else None
     return tools if isinstance(tools, list) else None
 
 
 class ToolSequenceConfig(EvaluatorConfig):
+    """Config of ``type: agent_tool_sequence``: ``ordered: false`` compares as a multiset."""
+
     ordered: bool = True
 
 
@@ -143,6 +162,7 @@ class ToolSequence(TrajectoryEvaluator):
     """
 
     config_model = ToolSequenceConfig
+    config: ToolSequenceConfig
 
     def default_criterion(self) -> str:
         return "agent_tool_sequence"
@@ -152,7 +172,7 @@ class ToolSequence(TrajectoryEvaluator):
         if expected is None:
             return NO_DECLARED_TOOLS
         called = t.tool_names
-        if self.config.ordered:  # type: ignore[attr-defined]
+        if self.config.ordered:
             if not t.truncated:
                 return PASS if called == expected else FAIL
             return TRUNCATED if called == expected[: len(called)] else FAIL
@@ -183,6 +203,8 @@ class NoUndeclaredTool(TrajectoryEvaluator):
 
 
 class ConstraintsConfig(EvaluatorConfig):
+    """Config of ``type: agent_constraints_satisfied``: the constraint names (at least one)."""
+
     constraints: list[str] = Field(min_length=1)
 
 
@@ -197,12 +219,13 @@ class ConstraintsSatisfied(TrajectoryEvaluator):
     """
 
     config_model = ConstraintsConfig
+    config: ConstraintsConfig
 
     def default_criterion(self) -> str:
         return "agent_constraints_satisfied"
 
     def judge_trajectory(self, t: TrajectoryView, case: CaseView) -> Verdict:
-        names = set(self.config.constraints)  # type: ignore[attr-defined]
+        names = set(self.config.constraints)
         seen = set()
         for check in t.constraints:
             if check.name in names:
@@ -215,6 +238,8 @@ class ConstraintsSatisfied(TrajectoryEvaluator):
 
 
 class MaxStepsConfig(EvaluatorConfig):
+    """Config of ``type: agent_max_steps``: the most steps a trace may have."""
+
     max_steps: int = Field(ge=0)
 
 
@@ -227,11 +252,12 @@ class MaxSteps(TrajectoryEvaluator):
     """
 
     config_model = MaxStepsConfig
+    config: MaxStepsConfig
 
     def default_criterion(self) -> str:
-        return f"agent_steps_le_{self.config.max_steps}"  # type: ignore[attr-defined]
+        return f"agent_steps_le_{self.config.max_steps}"
 
     def judge_trajectory(self, t: TrajectoryView, case: CaseView) -> Verdict:
-        if len(t.steps) > self.config.max_steps:  # type: ignore[attr-defined]
+        if len(t.steps) > self.config.max_steps:
             return FAIL
         return TRUNCATED if t.truncated else PASS

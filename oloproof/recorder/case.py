@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import contextvars
 from bisect import bisect_left
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 import msgspec
 
@@ -42,6 +42,10 @@ from oloproof.events import (
     TrajectoryRecorded,
     EffectRecorded,
     EvidenceRecorded,
+    EvidenceKind,
+    FaultKind,
+    StepKind,
+    TerminalStatus,
     UsageRecorded,
 )
 from oloproof.records import (
@@ -133,6 +137,8 @@ class Branch:
         self.in_call = in_call
 
     def tick(self) -> tuple[int, ...]:
+        """Hand out this branch's next place in the task tree (its path plus the next tick);
+        steps are ordered, and a replay's concurrent calls matched, by these places."""
         t = self.n
         self.n = t + 1
         return self.path + (t,)
@@ -162,7 +168,7 @@ class CaseRecorder:
         self._constraints: list[tuple[str, bool, int]] = []  # (name, passed, provisional index)
         # linear mode: (step_index, state, id); keyed mode: (sort key, state, id)
         self._checkpoints: list[tuple[Any, Any, str | None]] = []
-        self._status = "unknown"
+        self._status: TerminalStatus = "unknown"
         self._truncated = False
         self._step_limit: int | None = None
         self._hand_built = False
@@ -188,6 +194,7 @@ class CaseRecorder:
 
     @property
     def id(self) -> str:
+        """The case's id (without a trial suffix: the trial is :attr:`trial`)."""
         return self.case.id
 
     @property
@@ -198,6 +205,7 @@ class CaseRecorder:
 
     @property
     def input(self) -> Any:
+        """The case's ``input``, as the system was called with it."""
         return self.case.input
 
     def agent_trajectory(self, trajectory: AgentTrajectory) -> None:
@@ -212,12 +220,12 @@ class CaseRecorder:
         validate_trajectory(trajectory, self.id)
         self._keys = self._entries = self._root = None  # a hand-built record is linear
         self._steps = [
-            StepRecorded(s.index, s.kind, s.tool_name, s.arguments, s.result, s.agent, s.to_agent)
-            for s in trajectory.steps
+            StepRecorded(s.index, cast(StepKind, s.kind), s.tool_name, s.arguments, s.result, s.agent, s.to_agent)
+            for s in trajectory.steps  # validate_trajectory checked every kind
         ]
         self._constraints = [(c.name, c.passed, c.step_index) for c in trajectory.constraints]
         self._checkpoints = [(c.step_index, c.state, c.id) for c in trajectory.checkpoints]
-        self._status = trajectory.terminal_status
+        self._status = cast(TerminalStatus, trajectory.terminal_status)  # validated above
         self._truncated = trajectory.truncated
         self._step_limit = trajectory.step_limit
         self._hand_built = True
@@ -230,7 +238,7 @@ class CaseRecorder:
             )
         self._touched = True
 
-    def _step(self, kind: str, *, tool_name: str | None = None, arguments: Any = None,
+    def _step(self, kind: StepKind, *, tool_name: str | None = None, arguments: Any = None,
               result: Any = None, agent: str | None = None, to_agent: str | None = None) -> int:
         self._guard()
         if self._keys is not None:
@@ -249,8 +257,8 @@ class CaseRecorder:
         processor records); ``raised`` marks a tool result that is an error. Returns its index."""
         if kind not in STEP_KINDS:
             raise RecordError(f"case {self.id!r}: step(): unknown kind {kind!r} (one of {', '.join(sorted(STEP_KINDS))})")
-        index = self._step(kind, tool_name=tool_name, arguments=arguments, result=result, agent=agent,
-                           to_agent=to_agent)
+        index = self._step(cast(StepKind, kind), tool_name=tool_name, arguments=arguments, result=result,
+                           agent=agent, to_agent=to_agent)
         if raised:
             self._steps[-1] = _replace(self._steps[-1], raised=True)
         return index
@@ -310,7 +318,7 @@ class CaseRecorder:
         if status not in TERMINAL_STATUSES:
             raise RecordError(f"case {self.id!r}: finish(): status {status!r} is not one of "
                               "success, failure, unknown")
-        self._status = status
+        self._status = cast(TerminalStatus, status)
         self._truncated = bool(truncated)
         self._step_limit = step_limit
 
@@ -333,7 +341,7 @@ class CaseRecorder:
             return EffectRecorded(op, key, done, len(self._steps))
         self._evidence_event(make)
 
-    def _record(self, kind: str, **fields: Any) -> None:
+    def _record(self, kind: EvidenceKind, **fields: Any) -> None:
         def make() -> Event:
             return EvidenceRecorded(kind, encode_checked(validate_evidence(kind, **fields), kind), len(self._steps))
         self._evidence_event(make)
@@ -362,6 +370,7 @@ class CaseRecorder:
         self._record("deliverable", name=name, exists=exists, contract_ok=contract_ok)
 
     def evidence_events(self) -> list[Event]:
+        """The ``release_evidence/v1`` events recorded so far, in order (a copy)."""
         return list(self._evidence)
 
     # ---- model usage -------------------------------------------------------------------
@@ -373,9 +382,9 @@ class CaseRecorder:
         ``cost`` and ``latency_ms``."""
         import math
 
-        for name, value in (("input_tokens", input_tokens), ("output_tokens", output_tokens)):
-            if type(value) is not int or value < 0:
-                raise RecordError(f"case {self.id!r}: usage({name}=...) must be a whole number >= 0, got {value!r}")
+        for name, count in (("input_tokens", input_tokens), ("output_tokens", output_tokens)):
+            if type(count) is not int or count < 0:
+                raise RecordError(f"case {self.id!r}: usage({name}=...) must be a whole number >= 0, got {count!r}")
         for name, value in (("cost", cost), ("latency_ms", latency_ms)):
             if value is None and name == "latency_ms":
                 continue
@@ -387,6 +396,7 @@ class CaseRecorder:
                                          None if latency_ms is None else float(latency_ms), model, len(self._steps)))
 
     def usage_events(self) -> list[Event]:
+        """The :class:`~oloproof.events.UsageRecorded` events reported so far, in order (a copy)."""
         return list(self._usage)
 
     def extra(self, key: str, make: Callable[[], Any]) -> Any:
@@ -399,12 +409,22 @@ class CaseRecorder:
     # ---- the task tree (keyed mode) ----------------------------------------------------
 
     def _branch(self) -> Branch:
-        return _BRANCH.get() or self._root  # type: ignore[return-value]
+        branch = _BRANCH.get() or self._root
+        if branch is None:
+            raise RuntimeError(f"case {self.id!r}: no task tree (the record is not keyed)")
+        return branch
+
+    def _tree(self) -> tuple[list[tuple], list[tuple]]:
+        """Keyed mode's sort key and entry key of every step."""
+        if self._keys is None or self._entries is None:
+            raise RuntimeError(f"case {self.id!r}: no task tree (the record is not keyed)")
+        return self._keys, self._entries
 
     def _add(self, key: tuple, entry: tuple, step: StepRecorded) -> int:
+        keys, entries = self._tree()
         self._steps.append(step)
-        self._keys.append(key)  # type: ignore[union-attr]
-        self._entries.append(entry)  # type: ignore[union-attr]
+        keys.append(key)
+        entries.append(entry)
         index = len(self._steps)
         self._branch().last = index
         return index
@@ -425,10 +445,10 @@ class CaseRecorder:
             self._root.last = n
             self._checkpoints = [((index - 1,), state, cid) for index, state, cid in self._checkpoints]
         parent = self._branch()
-        if parent is self._root and self._quiet():
+        if parent is self._root and self._quiet() and self._snapshot is not None:  # auto checkpoints imply a snapshot
             # nothing else of the agent runs: the sandbox is a clean resume point before the
             # task, and a replay from here re-runs the concurrent part live
-            self._checkpoints.append((parent.path + (parent.n,), _frozen(self._snapshot()), None))  # type: ignore[misc]
+            self._checkpoints.append((parent.path + (parent.n,), _frozen(self._snapshot()), None))
         return Branch(parent.tick(), in_call=parent.in_call)
 
     def _quiet(self) -> bool:
@@ -442,6 +462,9 @@ class CaseRecorder:
         return self._tasks
 
     def task_started(self, branch: Branch | None, task: asyncio.Task) -> None:
+        """Keep ``task`` (cancelled if still running when the case ends); a task of the agent
+        itself (not of a tool call in progress) counts as active until it is done, so no
+        automatic checkpoint is taken meanwhile."""
         self._tasks.append(task)
         if branch is not None and not branch.in_call:
             self._active += 1
@@ -499,7 +522,7 @@ class CaseRecorder:
     # start) gets the fault's shape. error/timeout/malformed/denied: the tool does not run;
     # timeout_after_effect: it runs — returns or raises — and the caller gets the timeout.
 
-    def _fault_for(self, name: str, kind: str) -> tuple[str, Any, str | None] | None:
+    def _fault_for(self, name: str, kind: str) -> tuple[str, Any, FaultKind | None] | None:
         """``(kind, result, mark)`` when this call is the faulted one (``mark``: the kind
         recorded on its result step), else None."""
         fault = self._fault
@@ -510,7 +533,7 @@ class CaseRecorder:
             return None
         return fault["kind"], fault_result(fault["kind"], name, fault.get("scope")), fault["kind"]
 
-    def _faulted(self, opened: Any, name: str, arguments: dict, fault: tuple[str, Any, str | None]) -> Any:
+    def _faulted(self, opened: Any, name: str, arguments: dict, fault: tuple[str, Any, FaultKind | None]) -> Any:
         kind, result, mark = fault
         self._end(opened, name, arguments, "tool", result, fault=mark)
         if kind == "denied":
@@ -534,21 +557,21 @@ class CaseRecorder:
         if self._keys is not None:
             entry = self._branch().tick()
             if kind != "model":
-                if self._quiet():
-                    self._checkpoints.append((entry + (0,), _frozen(self._snapshot()), None))  # type: ignore[misc]
+                if self._quiet() and self._snapshot is not None:  # auto checkpoints imply a snapshot
+                    self._checkpoints.append((entry + (0,), _frozen(self._snapshot()), None))
                 self._add(entry + (0,), entry, StepRecorded(0, "tool_call", name, _frozen(arguments)))
             # what the tool itself does belongs to the call: its own branch
             return entry, _BRANCH.set(Branch(entry + (1,), in_call=True))
         if kind != "model":
             steps = self._steps
-            if self._auto_checkpoints:
-                self._checkpoints.append((len(steps) + 1, _frozen(self._snapshot()), None))  # type: ignore[misc]
+            if self._auto_checkpoints and self._snapshot is not None:  # auto checkpoints imply a snapshot
+                self._checkpoints.append((len(steps) + 1, _frozen(self._snapshot()), None))
             steps.append(StepRecorded(len(steps) + 1, "tool_call", name, _frozen(arguments)))
         self._depth += 1
         return None
 
     def _end(self, opened: Any, name: str, arguments: dict, kind: str, result: Any,
-             raised: BaseException | None = None, fault: str | None = None) -> None:
+             raised: BaseException | None = None, fault: FaultKind | None = None) -> None:
         """Record how the call ended. An exception is the error result (and re-raised by the
         caller); anything else that is not an Exception (a cancellation, an exit) records no
         result, and the call stays open in the record."""
@@ -577,6 +600,8 @@ class CaseRecorder:
 
     @property
     def recorded_trajectory(self) -> bool:
+        """Whether the case recorded a trajectory at all (hand-built, or through ``@tool`` and
+        the ``current_case()`` helpers); without one no trajectory events are written."""
         return self._hand_built or self._touched
 
     def trajectory_events(self) -> list[Event]:
@@ -604,14 +629,14 @@ class CaseRecorder:
 
     def _ordered(self) -> tuple[list[StepRecorded], list[int], list[CheckpointRecorded]]:
         """Keyed mode: steps in tree order, numbered; provisional -> final index."""
-        keys, entries, made = self._keys, self._entries, self._steps
-        order = sorted(range(len(made)), key=keys.__getitem__)  # type: ignore[union-attr]
+        (keys, entries), made = self._tree(), self._steps
+        order = sorted(range(len(made)), key=keys.__getitem__)
         final = [0] * len(made)
         steps = []
         for position, i in enumerate(order, start=1):
             final[i] = position
-            steps.append(_replace(made[i], index=position, branch=list(entries[i])))  # type: ignore[index]
-        sorted_keys = [keys[i] for i in order]  # type: ignore[index]
+            steps.append(_replace(made[i], index=position, branch=list(entries[i])))
+        sorted_keys = [keys[i] for i in order]
         checkpoints = [CheckpointRecorded(bisect_left(sorted_keys, key) + 1, state, cid)
                        for key, state, cid in self._checkpoints]
         checkpoints.sort(key=lambda c: c.step_index)

@@ -152,6 +152,10 @@ def check_answers(address: str, wait: float) -> None:
 
 
 class DaskExecutor(Executor):
+    """``--executor dask`` (SPEC §9): batches of jobs as Dask tasks on a LocalCluster, or on
+    the cluster at ``scheduler``. A batch whose worker died is split and its jobs rerun one
+    per task; a job whose own task loses its worker twice is recorded as ``worker_died``."""
+
     remote = True
 
     def __init__(self, workers: int | None = None, scheduler: str | None = None, batch: int = MAX_BATCH):
@@ -365,5 +369,6 @@ class DaskExecutor(Executor):
             self._cluster = None
 
     def describe(self) -> str:
+        """``dask (N worker threads on SCHEDULER)``, or ``… on a LocalCluster``."""
         where = self.scheduler or "a LocalCluster"
         return f"dask ({self._n} worker threads on {where})"

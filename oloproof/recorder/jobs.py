@@ -31,15 +31,19 @@ class JobKind:
     failed: Callable[[Any, str, str], Any]
 
     def encode_arg(self, arg: Any) -> bytes:
+        """The job's argument as JSON bytes, to send to a worker process or Dask task."""
         return _ENCODE(arg)
 
     def decode_arg(self, data: bytes) -> Any:
+        """The argument a worker received, decoded and validated as this kind's ``arg`` type."""
         return msgspec.json.decode(data, type=self.arg)
 
     def encode_result(self, result: Any) -> bytes:
+        """A worker's result as JSON bytes, to send back to the driver."""
         return _ENCODE(result)
 
     def decode_result(self, data: bytes) -> Any:
+        """A result the driver received, decoded and validated as this kind's ``result`` type."""
         return msgspec.json.decode(data, type=self.result)
 
 

@@ -30,7 +30,7 @@ import copy
 from typing import Any, Callable
 
 from oloproof.config.prefixes import versions_stale
-from oloproof.events import StepRecorded, canonical_json
+from oloproof.events import StepKind, StepRecorded, canonical_json
 from oloproof.recorder.case import CaseRecorder, _frozen
 from oloproof.records import AgentStep, Case, PrefixSnapshot
 
@@ -44,6 +44,8 @@ class FrozenToolError(Exception):
 
 
 def frozen_steps(prefix: dict[str, Any]) -> list[StepRecorded]:
+    """The frozen steps of a prefix case (its ``prefix["steps"]``) as step events: the tape a
+    re-run is answered from, and a Resumable system's first recorded steps."""
     return [StepRecorded(s["index"], s["kind"], s.get("tool_name"), s.get("arguments"), s.get("result"),
                          s.get("agent"), s.get("to_agent"), raised=bool(s.get("raised")), fault=s.get("fault"))
             for s in prefix["steps"]]
@@ -62,7 +64,7 @@ class PrefixRecorder(CaseRecorder):
             self._steps = [self._tape[i] for i in sorted(self._tape)]
             self._touched = True
 
-    def _step(self, kind: str, **fields: Any) -> int:
+    def _step(self, kind: StepKind, **fields: Any) -> int:
         index = super()._step(kind, **fields)
         if index >= self._before or self._off_tape(index, kind):
             raise BoundaryReached  # an action past the boundary, or one the frozen path lacks
@@ -79,7 +81,7 @@ class PrefixRecorder(CaseRecorder):
         index = len(self._steps) + 1
         if index >= self._before:
             return None
-        step_kind = "decision" if kind == "model" else "tool_call"
+        step_kind: StepKind = "decision" if kind == "model" else "tool_call"
         recorded = self._tape.get(index)
         if recorded is None or recorded.kind != step_kind or recorded.tool_name != name or \
                 canonical_json(recorded.arguments) != canonical_json(arguments):
@@ -144,6 +146,9 @@ def snapshot_of(case: Case, prefix: dict[str, Any], state: Any) -> PrefixSnapsho
 
 
 def stale_reason(prefix: dict[str, Any], surface: Any) -> str | None:
+    """Why a prefix case is stale for a system with this ``surface`` (its frozen tool schemas,
+    instructions or external data version no longer match, SPEC §14), or None when it is not.
+    A stale case is not run: it errors with ``error_kind`` ``stale``."""
     problems = versions_stale(prefix.get("versions") or {}, surface)
     if not problems:
         return None

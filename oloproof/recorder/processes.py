@@ -263,6 +263,7 @@ class ProcessExecutor(Executor):
         self._workers = []
 
     def describe(self) -> str:
+        """``N worker processes``, one slot each."""
         return f"{self.n} worker processes"
 
 
@@ -280,4 +281,6 @@ def _start_method() -> str:
 
 
 def cpu_count() -> int:
+    """The CPUs this process may run on (its affinity set where the OS has one, else every
+    CPU, at least 1)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

@@ -29,7 +29,7 @@ import signal
 import sys
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, NoReturn, cast
 
 import msgspec
 
@@ -71,14 +71,14 @@ def contained_exit() -> Iterator[None]:
 
     real = os._exit
 
-    def refuse(code: int) -> None:
+    def refuse(code: int) -> NoReturn:
         raise ProcessExit(f"the system called os._exit({code!r}); a case cannot end the run's process")
 
-    os._exit = posix._exit = refuse  # type: ignore[assignment]
+    os._exit = posix._exit = refuse  # type: ignore[assignment]  # a stand-in (its parameter: code, not status)
     try:
         yield
     finally:
-        os._exit = posix._exit = real  # type: ignore[assignment]
+        os._exit = posix._exit = real
 
 
 class CaseTimeout(BaseException):
@@ -268,13 +268,14 @@ def _check_values(events: list[Event]) -> None:
     for ev in events:
         t = type(ev)
         if t is StepRecorded:
-            a, r = ev.arguments, ev.result
+            step = cast(StepRecorded, ev)
+            a, r = step.arguments, step.result
             if a is not None and type(a) is not _Raw:
                 _check(a, ev, "arguments")
             if r is not None and type(r) is not _Raw:
                 _check(r, ev, "result")
         elif t is CheckpointRecorded or t is EnvironmentStateRecorded:
-            state = ev.state
+            state = cast("CheckpointRecorded | EnvironmentStateRecorded", ev).state
             if state is not None and type(state) is not _Raw:
                 _check(state, ev, "state")
 
@@ -314,12 +315,13 @@ def record(slot: SystemSlot, recorder: CaseRecorder, invoke: Callable[[], Any], 
         return _loop().run_until_complete(_at_most(work, timeout, slot, recorder))
     output: Any = None
     error = kind = tb = None
-    token = _CURRENT.set(recorder)
+    set_token = _CURRENT.set(recorder)
+    token: contextvars.Token[Any] | None = set_token  # None once reset
     try:
         _begin(slot, reset_to)
         output = call_with_timeout(invoke, timeout)
         if inspect.isawaitable(output):  # a sync-looking callable that returns a coroutine
-            _CURRENT.reset(token)  # the task that awaits it holds the recorder itself
+            _CURRENT.reset(set_token)  # the task that awaits it holds the recorder itself
             token = None
             output = _loop().run_until_complete(_bounded(output, timeout, recorder))
         _check_output(output, what)
@@ -413,6 +415,8 @@ class _Timer:
 
         if self.timeout is not None:
             task = asyncio.current_task()
+            if task is None:
+                raise RuntimeError("a case's timer runs inside an asyncio task")
             self._handle = asyncio.get_running_loop().call_later(self.timeout, self._expire, task)
         return self
 
@@ -539,6 +543,8 @@ class CaseRecord(msgspec.Struct, frozen=True):
 
 
 def case_started(run_id: str, position: int, sc: SuiteCase, trial: int | None = None) -> CaseStarted:
+    """The event that opens the stream of case ``sc`` (trial ``trial``) in run ``run_id``:
+    the case as the suite holds it, encoded before the system can alter it."""
     # a trial is its own stream, ``c/2``, of the same fingerprint; a derived case's trial
     # pairs with the same trial of its source (oloproof.config.limits.trial_case_id)
     cluster = trial_case_id(sc.cluster, trial) if sc.cluster is not None else None
@@ -570,7 +576,7 @@ def _prepare(slot: SystemSlot, args: CaseArgs) -> tuple[bytes, Case, CaseRecorde
 
 
 _NAMED = ("reset_error", "snapshot_error", "invalid_record")
-_CASE_STARTED: str = CaseStarted.__struct_config__.tag  # type: ignore[assignment]
+_CASE_STARTED = cast(str, CaseStarted.__struct_config__.tag)  # msgspec types a tag str | int | None
 
 
 def _case_record(args: CaseArgs, head: bytes, rec: Recording) -> CaseRecord:
@@ -609,6 +615,7 @@ def record_case(slot: SystemSlot, args: CaseArgs, timeout: float | None) -> Case
 
 
 async def arecord_case(slot: SystemSlot, args: CaseArgs, timeout: float | None) -> CaseRecord:
+    """:func:`record_case` for an ``async def`` system, inside a running event loop."""
     head, case, recorder = _prepare(slot, args)
     invoke = _invocation(slot, args, case)
     if isinstance(invoke, Recording):

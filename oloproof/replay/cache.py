@@ -30,12 +30,15 @@ class ReplayCache:
         self.only = only
 
     def payloads(self, key: str) -> list[bytes] | None:
+        """The stored payloads of the replay ``replay/<key>``, or None when it is not stored
+        or is not one of the streams ``only`` allows."""
         if self.only is not None and PREFIX + key not in self.only:
             return None
         stored = self.store.read_stream(PREFIX + key)
         return [e.payload for e in stored] if stored else None
 
     def read(self, key: str) -> ReplayView | None:
+        """The stored replay under ``key``, decoded and folded, or None (see :meth:`payloads`)."""
         payloads = self.payloads(key)
         if payloads is None:
             return None

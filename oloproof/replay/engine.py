@@ -48,6 +48,8 @@ class Change:
 
 
 def as_trajectory(view: CaseView) -> AgentTrajectory:
+    """The recorded trajectory of ``view`` in the public record types, as a
+    :class:`~oloproof.system.Replayable` system's ``replay`` receives it (SPEC §2.4)."""
     t = view.trajectory
     assert t is not None
     return AgentTrajectory(
@@ -60,6 +62,8 @@ def as_trajectory(view: CaseView) -> AgentTrajectory:
 
 
 def replay_started(slot: SystemSlot, view: CaseView, case_stream: str, needed: Needed) -> ReplayStarted:
+    """The event that opens the replay stream of ``needed``: a control when it carries no
+    change, else a fault replay; ``replayable`` when the system replays itself, else ``tape``."""
     cp = needed.plan.checkpoint
     return ReplayStarted(
         cache_key=needed.key, kind="control" if needed.change is None else "fault", case_id=view.case_id,
@@ -79,12 +83,14 @@ def _setup(slot: SystemSlot, view: CaseView, plan: Plan, change: dict[str, Any] 
     snapshot = slot.instance.snapshot if slot.instance is not None else None
     # the case's declared fault is part of its world: a replay meets it again, at the same call
     fault = view.started.fault if view.started is not None else None
+    if view.trajectory is None:
+        raise ValueError(f"case {view.case_id!r} recorded no trajectory: there is nothing to replay")
     if slot.replayable:
         cp = plan.checkpoint
         # the system replays from the checkpoint: the calls recorded before it are not made again
         recorder: CaseRecorder = CaseRecorder(
             case, snapshot=snapshot, fault=fault,
-            fault_calls=calls_before(view.trajectory.steps, cp.step_index, fault), trial=trial)  # type: ignore[union-attr]
+            fault_calls=calls_before(view.trajectory.steps, cp.step_index, fault), trial=trial)
 
         def invoke() -> Any:
             return slot.target.replay(
@@ -93,7 +99,7 @@ def _setup(slot: SystemSlot, view: CaseView, plan: Plan, change: dict[str, Any] 
                 change=None if change is None else Change(change["step_index"], change["tool_name"],
                                                           copy.deepcopy(change["result"]), change.get("fault")))
     else:
-        recorder = TapeRecorder(case, view.trajectory.steps, plan.checkpoint.step_index,  # type: ignore[union-attr]
+        recorder = TapeRecorder(case, view.trajectory.steps, plan.checkpoint.step_index,
                                 change, snapshot=snapshot, fault=fault, trial=trial)
 
         def invoke() -> Any:
@@ -128,6 +134,7 @@ def run_replay(slot: SystemSlot, view: CaseView, plan: Plan, change: dict[str, A
 
 async def arun_replay(slot: SystemSlot, view: CaseView, plan: Plan, change: dict[str, Any] | None,
                       timeout: float | None = None) -> tuple[list[bytes], list[str]]:
+    """:func:`run_replay` for an ``async def`` system, awaited on the caller's event loop."""
     recorder, invoke = _setup(slot, view, plan, change)
     rec = await arecord(slot, recorder, invoke, reset_to=plan.checkpoint.state, timeout=timeout,
                         what="the replay")
@@ -137,6 +144,9 @@ async def arun_replay(slot: SystemSlot, view: CaseView, plan: Plan, change: dict
 # ---- the replay job ----------------------------------------------------------------------
 
 class NewStream(msgspec.Struct, frozen=True):
+    """One replay stream a worker recorded (``replay/<key>``, its ``replay_started`` first),
+    encoded, for the driver to commit."""
+
     stream: str
     payloads: list[bytes]
     types: list[str]
@@ -153,6 +163,9 @@ class ReplayArgs(msgspec.Struct, frozen=True):
 
 
 class ReplayStreams(msgspec.Struct, frozen=True):
+    """What :data:`REPLAY_JOB` returns for one case: the replay streams it recorded (none when
+    every one was cached or the worker died)."""
+
     case_stream: str
     streams: list[NewStream]
 
@@ -177,6 +190,18 @@ def _new(slot: SystemSlot, view: CaseView, args: ReplayArgs, needed: Needed,
 
 
 def replay_case(slot: SystemSlot, args: ReplayArgs, timeout: float | None) -> ReplayStreams:
+    """Run, on ``slot``, every replay the case's plan still needs, in the plan's order: the
+    control first, and a fault replay only after a trustworthy control (SPEC §7.1); a
+    replay recorded here answers the later specs that need it without running again.
+
+    Args:
+        slot: the executor's system slot the replays run on.
+        args: the recorded case, the (tool, fault) specs, and the replays the driver has.
+        timeout: seconds a replay may run, or None.
+
+    Returns:
+        The new replay streams, encoded, for the driver to commit.
+    """
     view, known, steps = _start(slot, args)
     out: list[NewStream] = []
     try:
@@ -192,6 +217,7 @@ def replay_case(slot: SystemSlot, args: ReplayArgs, timeout: float | None) -> Re
 
 
 async def areplay_case(slot: SystemSlot, args: ReplayArgs, timeout: float | None) -> ReplayStreams:
+    """:func:`replay_case` for an ``async def`` system, each replay awaited in turn."""
     view, known, steps = _start(slot, args)
     out: list[NewStream] = []
     try:

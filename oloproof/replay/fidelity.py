@@ -15,11 +15,17 @@ from oloproof.views import NO_STATE, CaseView, TrajectoryView
 
 @dataclass(frozen=True)
 class Fidelity:
+    """Whether a control replay reproduced the recording from the checkpoint on (steps,
+    terminal status, final state), and where it first did not; only a faithful control lets
+    a fault replay yield a verdict (SPEC §2.4, §7.1)."""
+
     faithful: bool
     first_difference: dict[str, Any] | None = None
 
 
 def describe(step: StepRecorded | None) -> str:
+    """One step as a difference report shows it (``tool_call lookup({...})``, ``tool_result
+    lookup → ...``); ``(no step)`` where one side has none."""
     if step is None:
         return "(no step)"
     if step.kind == "tool_call":
@@ -38,7 +44,9 @@ def compare(recording: CaseView, replay: Any, from_step: int) -> Fidelity:
     """``replay`` is a :class:`~oloproof.views.ReplayView`."""
     if replay.diverged:
         return Fidelity(False, {"field": "steps", "message": replay.diverged})
-    rec_t: TrajectoryView = recording.trajectory  # type: ignore[assignment]
+    rec_t = recording.trajectory
+    if rec_t is None:
+        raise ValueError(f"case {recording.case_id!r} recorded no trajectory: a replay has nothing to match")
     rep_t: TrajectoryView | None = replay.trajectory
     if rep_t is None:
         return Fidelity(False, {"field": "trajectory", "message": "the replay recorded no trajectory"})
@@ -48,7 +56,7 @@ def compare(recording: CaseView, replay: Any, from_step: int) -> Fidelity:
         a = ours[i] if i < len(ours) else None
         b = theirs[i] if i < len(theirs) else None
         if a is None or b is None or _key(a) != _key(b):
-            return Fidelity(False, {"field": "steps", "step": (a or b).index,  # type: ignore[union-attr]
+            return Fidelity(False, {"field": "steps", "step": next(s.index for s in (a, b) if s is not None),
                                     "recorded": describe(a), "replayed": describe(b)})
     if rec_t.terminal_status != rep_t.terminal_status or rec_t.truncated != rep_t.truncated:
         return Fidelity(False, {"field": "terminal_status", "recorded": rec_t.terminal_status,

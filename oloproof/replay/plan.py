@@ -29,11 +29,16 @@ class FaultSpec:
 
 @dataclass(frozen=True)
 class Plan:
+    """Where a fault replay of one tool starts: the latest checkpoint at or before the tool's
+    first call, and that call's step index (the call that is faulted, SPEC §7.1)."""
+
     checkpoint: CheckpointRecorded
     call_index: int  # the step index of the first call of the tool: the one that is faulted
 
     @property
     def digest(self) -> str:
+        """SHA-256 of the checkpoint's step index, id and state: the part of a replay key
+        that says where the replay starts."""
         return hashlib.sha256(canonical_json([self.checkpoint.step_index, self.checkpoint.id,
                                               self.checkpoint.state])).hexdigest()
 
@@ -76,6 +81,10 @@ def keyed_version(version: str, code_digest: str) -> str:
 
 def cache_key(system_name: str, version: str, fingerprint: str, plan: Plan,
               change: dict[str, Any] | None) -> str:
+    """The key of one replay (its stream is ``replay/<key>``): SHA-256 over the system name,
+    the keyed version (:func:`keyed_version`), the case's identity (:func:`replay_identity`),
+    the plan's digest and the change (None: the control). A replay is reused only under the
+    same key, so a new version or changed code replays again."""
     change_digest = hashlib.sha256(canonical_json(change)).hexdigest()
     return hashlib.sha256(canonical_json(
         [system_name, version, fingerprint, plan.digest, change_digest])).hexdigest()

@@ -24,7 +24,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Callable, Sequence
 
-from oloproof.events import StepRecorded, canonical_json
+from oloproof.events import FaultKind, StepRecorded, canonical_json
 from oloproof.recorder.case import Branch, CaseRecorder, _frozen
 from oloproof.records import Case
 from oloproof.replay.faults import RUNS_THE_TOOL
@@ -53,6 +53,11 @@ def _describe(step: StepRecorded | None) -> str:
 
 
 class TapeRecorder(CaseRecorder):
+    """The recorder of a built-in replay (SPEC §2.4): calls before ``resume_at`` are answered
+    from ``tape`` without running, the call at the change's step gets its result, later calls
+    run live. ``diverged`` names the first call that did not match the tape (the replay then
+    yields no verdict); ``injected`` says whether the changed call was made at all."""
+
     __slots__ = ("_tape", "_by_index", "_by_entry", "_resume_at", "_resume_entry", "_change",
                  "_switched_at", "_pending", "diverged", "injected")
 
@@ -101,7 +106,7 @@ class TapeRecorder(CaseRecorder):
             raise ReplayedToolError(f"{err.get('type', 'Error')}: {err.get('message', '')}")
         return copy.deepcopy(last.result)
 
-    def _fault_for(self, name: str, kind: str) -> tuple[str, Any, str | None] | None:
+    def _fault_for(self, name: str, kind: str) -> tuple[str, Any, FaultKind | None] | None:
         declared = super()._fault_for(name, kind)  # the call counts for the declared fault
         change, self._pending = self._pending, None
         if change is not None:  # the change wins over the declared fault at its call
@@ -205,8 +210,8 @@ class TapeRecorder(CaseRecorder):
             self._check(recorded[0], where, step_kind, name, arguments)
             subtree = [s for s in self._tape if s.branch is not None and tuple(s.branch[:len(entry)]) == entry]
             for i, s in enumerate(subtree):
-                self._add(entry + (0, i), tuple(s.branch), s)  # type: ignore[arg-type]
-            return (self._answer([s for s in subtree if tuple(s.branch) == entry]),)  # type: ignore[arg-type]
+                self._add(entry + (0, i), tuple(s.branch or ()), s)  # (every s has a branch)
+            return (self._answer([s for s in subtree if tuple(s.branch or ()) == entry]),)
         if change is not None and recorded is not None and recorded[0].index == change["step_index"]:
             self._check(recorded[0], where, step_kind, name, arguments)
             if self._changed(name, "model" if step_kind == "decision" else "tool"):

@@ -209,6 +209,9 @@ def compare_page_data(d: Any) -> dict[str, Any]:
 
 @dataclass
 class CompareBundle:
+    """A comparison report written by :func:`build_compare_bundle`: both run ids, the cases
+    each run's data holds and how many cases paired."""
+
     base_id: str
     candidate_id: str
     base_cases: int

@@ -64,6 +64,9 @@ def _ids(ids: list[str], most: int = 8) -> str:
 
 
 def diff_view(d: Any) -> Group:
+    """The terminal view of a :class:`~oloproof.app.diff.RunDiff`: the pairing, a note for a
+    run that is not sealed, the criteria (those with the most regressions first), the flipped
+    cases, the metrics' median paired differences and the slices where something moved."""
     b, c = d.base.started, d.candidate.started
     p = d.pairing
     parts: list[Any] = [

@@ -28,7 +28,8 @@ def export_records(run_id: str, view: CaseView, verdicts: dict[str, Any],
     head = {"run_id": run_id, "case_id": view.case_id, "verdicts": verdicts}
     t = view.trajectory
     if t is not None:
-        data = {"steps": [msgspec.to_builtins(s) for s in t.steps], "terminal_status": t.terminal_status,
+        data: dict[str, Any] = {
+                "steps": [msgspec.to_builtins(s) for s in t.steps], "terminal_status": t.terminal_status,
                 "truncated": t.truncated, "step_limit": t.step_limit,
                 "constraints": [msgspec.to_builtins(c) for c in t.constraints],
                 "checkpoints": [msgspec.to_builtins(c) for c in t.checkpoints]}

@@ -54,6 +54,15 @@ def _span_id(trace: str, n: int) -> str:
 
 
 def case_spans(run_id: str, view: CaseView, verdicts: dict[str, tuple[str, str | None]], system: str) -> list[dict]:
+    """One case as OTLP JSON spans: the ``invoke_agent`` root (input, output, verdicts as
+    ``oloproof.verdict.<criterion>`` attributes), then a child span per step, a tool result
+    folded into its call's span when it came right after. Ids and times are derived from the
+    run, the case and the step order, so the same case always exports the same spans.
+
+    Args:
+        verdicts: criterion -> (verdict, reason) of the case under its run's rules.
+        system: the agent's name for the root span when no step names one.
+    """
     trace, root_id = _ids(run_id, view.case_id)
     steps = list(view.trajectory.steps) if view.trajectory is not None else []
     spans: list[dict[str, Any]] = []

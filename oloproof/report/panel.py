@@ -10,6 +10,8 @@ from oloproof.views import NO_STATE, CaseView
 
 
 def calls_text(view: CaseView) -> str:
+    """The case's tool calls on one line, ``tool({canonical args}); …``; ``(none)`` or
+    ``(no trajectory)`` when there is nothing to list."""
     if view.trajectory is None:
         return "(no trajectory)"
     return "; ".join(f"{s.tool_name}({canonical_json(s.arguments).decode()})" for s in view.trajectory.calls) or "(none)"

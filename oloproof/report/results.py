@@ -135,6 +135,10 @@ _MARK = "\x00cases\x00"
 
 
 class ResultsFile:
+    """The ``--json`` results file of a run written without holding its cases: each case's
+    entry is spooled to a temporary file as it arrives, and :meth:`write` assembles the
+    document with the cases in suite order (32 bytes of index a case in memory)."""
+
     def __init__(self, path: str, criteria: list[str]):
         self.path = path
         self.criteria = criteria
@@ -142,6 +146,7 @@ class ResultsFile:
         self._index: list[tuple[int, int, int, int]] = []  # (position, trial, offset, length): 32 bytes a case
 
     def add(self, result: CaseResult) -> None:
+        """Spool one case's entry (in any order: :meth:`write` sorts by position and trial)."""
         data = json.dumps(case_entry(self.criteria, result), indent=2, ensure_ascii=False).encode()
         offset = self._spool.tell()
         self._spool.write(data)
@@ -188,4 +193,5 @@ class ResultsFile:
         out.write(tail.encode() + b"\n")
 
     def close(self) -> None:
+        """Discard the spool (its temporary file)."""
         self._spool.close()

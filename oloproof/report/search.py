@@ -65,7 +65,7 @@ def search_view(result: Any) -> Group:
             case = hit.case_id
             from oloproof.report.terminal import case_argument
 
-            command = f"oloproof show {shlex.quote(run)} {case_argument(case)}"
+            command = f"oloproof show {shlex.quote(hit.run_id)} {case_argument(case)}"  # (run is hit.run_id)
             parts.append(Text.assemble("  case ", (_line(case, 300), "bold"), f"   {_line(command, 700)}"))
         where = f"step {hit.step}" if hit.step is not None else "end"
         if hit.replay:

@@ -37,10 +37,13 @@ def plural(n: int, word: str, many: str | None = None) -> str:
 
 
 def pct(x: float | None) -> str:
+    """A share as a percentage to one decimal (``92.5%``); ``–`` when there is none."""
     return "–" if x is None else f"{x * 100:.1f}%"
 
 
 def interval_text(r: RateInterval) -> str:
+    """A rate's interval as ``[67.2%, 92.7%]``, rounded outward (low down, high up, SPEC
+    §5.1) so the text never claims more than the interval; ``no observations`` without one."""
     if r.low is None or r.high is None:
         return "no observations"
     lo, hi = round_outward(r.low, r.high)
@@ -48,6 +51,8 @@ def interval_text(r: RateInterval) -> str:
 
 
 def counts_text(r: RateInterval) -> str:
+    """The evidence behind a rate: ``k / n observed · m missing · e excluded`` (SPEC §5.1),
+    plus the cluster count when the interval is cluster-aware (approximate)."""
     text = f"{r.passed} / {r.observed} observed · {r.missing} missing · {r.excluded} excluded"
     if r.approximate:
         text += f" · ≈ {plural(r.clusters or 0, 'cluster')}"
@@ -146,6 +151,7 @@ class Grid:
         self.rows: list[list[Text]] = []
 
     def add_row(self, *cells: Any) -> None:
+        """Append a row, one cell per column; each cell becomes literal text (never markup)."""
         self.rows.append([_text(c) for c in cells])
 
     # -- layout -----------------------------------------------------------------------------
@@ -165,6 +171,8 @@ class Grid:
         return out
 
     def table(self, widths: list[int] | None = None) -> Table:
+        """The grid as a boxed rich table; ``widths`` (from :meth:`layout`) fixes the widths
+        of the columns that wrap, key columns keeping their natural width."""
         t = Table(box=box.SQUARE, show_edge=True, pad_edge=True)
         for i, (header, kind) in enumerate(self.columns):
             fixed = widths[i] if widths is not None and kind != "key" else None
@@ -196,6 +204,9 @@ class Grid:
         return "table", widths
 
     def stacked(self, width: int) -> Iterator[Any]:
+        """The grid for a console too narrow for a table: per row, the leading key cells that
+        fit ``width`` on one aligned line, then each other non-empty cell as an indented
+        ``header: value`` line."""
         natural = self._natural()
         lead = 0  # leading key columns that fit on one aligned line
         used = -2
@@ -233,6 +244,8 @@ class Grid:
 
 
 def criteria_table(summary: Summary) -> Grid:
+    """One row per criterion (rate, interval, evidence: missing cases shown beside the
+    observed ones, never folded into the rate), then one per quantile metric."""
     t = Grid(("criterion", "key"), ("rate", "key"), ("interval", "key"), ("evidence", "text"))
     for name, r in summary.criteria.items():
         t.add_row(name, pct(r.rate), interval_text(r), counts_text(r))
@@ -283,6 +296,8 @@ def _with_unit(value: Any, unit: str) -> str:
 
 
 def slices_table(summary: Summary, min_support: int) -> Grid:
+    """One row per slice group and criterion, with its support; a group with fewer than
+    ``min_support`` observed cases is marked low support (SPEC §5.4)."""
     t = Grid(("slice", "key"), ("criterion", "key"), ("rate", "key"), ("interval", "key"), ("evidence", "text"))
     for s in summary.slices:
         r = s.interval
@@ -311,6 +326,8 @@ def status_text(status: str, prefix: str = "") -> Text:
 
 
 def gate_table(summary: Summary) -> Grid:
+    """One row per gate rule: its criterion, status, reason code and the numbers that decided
+    it; empty when the run has no gate."""
     t = Grid(("rule", "key"), ("criterion", "key"), ("status", "key"), ("reason", "key"), ("decided by", "text"))
     for r in summary.gate.rules if summary.gate else []:
         t.add_row(r.name, r.criterion, status_text(r.status), r.reason or "", rule_detail(r))
@@ -355,6 +372,8 @@ def summary_view(summary: Summary, *, run_id: str, system: str, min_support: int
 
 
 def runs_table(rows: list[dict]) -> Grid:
+    """``oloproof runs``: one row per run of :func:`oloproof.app.runs.list_runs` (cases as
+    committed / expected, partial runs marked), with a pins column when any run is pinned."""
     pinned = any(r.get("pins") for r in rows)
     columns = [("run_id", "key"), ("system", "key"), ("version", "key"), ("started", "key"), ("cases", "key"),
                ("status", "key")] + ([("pins", "text")] if pinned else [])
@@ -390,6 +409,9 @@ def _value(v: Any, width: int = 40) -> str:
 
 
 def paths_table(paths: Any) -> Grid:
+    """The state paths an evaluator compared (:class:`~oloproof.evaluate.state.PathCheck`):
+    initial, expected and recorded value, and the verdict with its note; an absent value
+    shows as ``(absent)``."""
     t = Grid(("criterion", "key"), ("path", "data"), ("initial", "data"), ("expected", "data"),
              ("recorded", "data"), ("verdict", "text"))
     for p in paths:
@@ -399,6 +421,9 @@ def paths_table(paths: Any) -> Grid:
 
 
 def case_panel(view: CaseView, verdicts: dict[str, tuple[str, str | None]], paths: Any = ()) -> Group:
+    """``oloproof show RUN CASE``: the case's input, expected, metadata, fault, error or
+    output, its verdicts, the compared state paths and its trajectory step by step. Recorded
+    text is shown literally (an error on one line, so it cannot fake a line of the report)."""
     parts: list[Any] = []
     head = Text(f"case {printable(view.case_id)}", style="bold")
     parts.append(head)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +44,7 @@ TABLES: dict[str, tuple[dict[str, type], tuple[str, ...], list[tuple[str, str, s
 }
 
 
-def write_analysis(path: Path, rows: dict[str, Iterable[dict[str, Any]]]) -> int:
+def write_analysis(path: Path, rows: Mapping[str, Iterable[dict[str, Any]]]) -> int:
     """Write the tables to a new SQLite file at ``path`` (built beside it, then renamed: a
     failure leaves no partial file); returns the number of rows written."""
     import sqlite_utils
@@ -59,14 +59,14 @@ def write_analysis(path: Path, rows: dict[str, Iterable[dict[str, Any]]]) -> int
     try:
         db = sqlite_utils.Database(scratch)
         for name, (columns, pk, fks, indexes) in TABLES.items():
-            db[name].create(columns, pk=pk[0] if len(pk) == 1 else pk, foreign_keys=fks, not_null=set(pk))
+            db.table(name).create(columns, pk=pk[0] if len(pk) == 1 else pk, foreign_keys=fks, not_null=set(pk))
         for name, (_, _, _, indexes) in TABLES.items():
-            table = db[name]
+            table = db.table(name)
             for batch in _batches(rows.get(name, ())):
                 table.insert_all(batch)
                 written += len(batch)
-            for columns in indexes:
-                table.create_index(columns)
+            for index in indexes:
+                table.create_index(index)
         problems = db.execute("PRAGMA foreign_key_check").fetchall()
         if problems:
             raise StoreError(f"the analysis database breaks its foreign keys ({problems[:3]}): a bug, please report it")

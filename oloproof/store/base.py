@@ -14,7 +14,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
-from oloproof.events import SHA256, chain_digest, chain_digests
+from oloproof.events import SHA256, ChainScheme, chain_digest, chain_digests
 
 #: Projection tables: name -> (columns, primary-key columns). Rows are tuples in column order.
 PROJECTIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -53,6 +53,9 @@ class StreamAppend:
 
 @dataclass(frozen=True)
 class StoredEvent:
+    """One event as the log holds it: its (stream, seq) key, its type tag, the msgspec
+    payload, and the hash-chain digest covering it and every event before it in the stream."""
+
     stream: str
     seq: int
     type: str
@@ -71,12 +74,16 @@ class ChainProblem:
 
 @dataclass
 class VerifyReport:
+    """What :meth:`EventStore.verify` checked (streams and events read) and the first broken
+    event of every stream whose chain does not hold."""
+
     streams: int = 0
     events: int = 0
     problems: list[ChainProblem] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
+        """True when no stream has a sequence gap or a digest mismatch."""
         return not self.problems
 
 
@@ -96,7 +103,7 @@ class EventStore(abc.ABC):
     """
 
     key: bytes | None = None
-    scheme: str = SHA256
+    scheme: ChainScheme = SHA256
     key_problem: str | None = None
 
     @abc.abstractmethod
@@ -113,7 +120,9 @@ class EventStore(abc.ABC):
         when the block ends, none if it raises (readers see nothing of it before)."""
 
     @abc.abstractmethod
-    def stream_length(self, stream: str) -> int: ...
+    def stream_length(self, stream: str) -> int:
+        """Number of events in ``stream`` (0 for a stream never written): the ``start`` the
+        next :class:`StreamAppend` to it must carry."""
 
     @abc.abstractmethod
     def heads(self, prefix: str) -> dict[str, tuple[int, str]]:
@@ -140,11 +149,14 @@ class EventStore(abc.ABC):
         return nullcontext()
 
     def first_event(self, stream: str) -> StoredEvent | None:
+        """The event at sequence 0 of ``stream`` (the one that opens it), or None when the
+        stream does not exist; backends may read it without the rest of the stream."""
         events = self.read_stream(stream)
         return events[0] if events else None
 
     @abc.abstractmethod
-    def read_stream(self, stream: str) -> list[StoredEvent]: ...
+    def read_stream(self, stream: str) -> list[StoredEvent]:
+        """Every event of exactly ``stream``, in sequence order; empty when it does not exist."""
 
     @abc.abstractmethod
     def read_prefix(self, prefix: str) -> Iterator[StoredEvent]:
@@ -172,10 +184,13 @@ class EventStore(abc.ABC):
         producing a batch raises, the previous rows stay as they were."""
 
     @abc.abstractmethod
-    def delete_projection_rows(self, table: str, **where: object) -> None: ...
+    def delete_projection_rows(self, table: str, **where: object) -> None:
+        """Delete the rows of projection ``table`` matching every ``where`` equality; the
+        events stay, so a rebuild derives the rows again."""
 
     @abc.abstractmethod
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release the backend's connection; the store is not used afterwards."""
 
     # ---- shared logic, written once over the primitives above -------------------------
 
@@ -190,6 +205,7 @@ class EventStore(abc.ABC):
             yield stream, payloads[0]
 
     def read_all(self) -> Iterator[StoredEvent]:
+        """Every event of the log, in (stream, seq) order."""
         return self.read_prefix("")
 
     def verify(self, prefix: str = "", streams: Sequence[str] | None = None) -> VerifyReport:
@@ -267,16 +283,16 @@ class EventStore(abc.ABC):
 
 
 def _group_streams(events: Iterable[StoredEvent]) -> Iterator[tuple[str, list[StoredEvent]]]:
-    stream: str | None = None
+    stream = ""  # the first event opens a group whatever its stream (group is empty)
     group: list[StoredEvent] = []
     for ev in events:
         if ev.stream != stream:
             if group:
-                yield stream, group  # type: ignore[misc]
+                yield stream, group
             stream, group = ev.stream, []
         group.append(ev)
     if group:
-        yield stream, group  # type: ignore[misc]
+        yield stream, group
 
 
 def chain(previous: str, append: StreamAppend, key: bytes | None = None) -> tuple[list[str], str]:

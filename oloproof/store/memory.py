@@ -19,6 +19,12 @@ from oloproof.store.base import (
 
 
 class MemoryStore(EventStore):
+    """An :class:`EventStore` held in dicts, for tests and the contract's second backend.
+
+    ``commit`` stages every batch and swaps it in only when all fit, so a duplicate
+    (stream, seq) rolls back the whole batch; nothing survives the process.
+    """
+
     def __init__(self, key: bytes | None = None) -> None:
         self.key = key
         self.scheme = scheme_of(key)

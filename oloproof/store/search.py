@@ -65,6 +65,8 @@ SCHEMA = (
 
 
 def exists(conn: sqlite3.Connection) -> bool:
+    """Whether the log has both search tables (``search_steps`` and its FTS5 index); without
+    them a search is refused with a hint, and the lag and the names are empty."""
     return conn.execute("SELECT count(*) FROM sqlite_master WHERE name IN (?, ?)", (TABLE, FTS)).fetchone()[0] == 2
 
 
@@ -187,6 +189,10 @@ def rebuild(conn: sqlite3.Connection) -> int:
 
 @dataclass(frozen=True)
 class SearchFilter:
+    """What a search keeps besides the query, every field ANDed and bound as a parameter:
+    the runs (none: every run), the system, the tool, the step kind, and a (criterion,
+    verdict) the step's case must have in the ``verdicts`` view."""
+
     run_ids: tuple[str, ...] = ()
     system: str | None = None
     tool: str | None = None

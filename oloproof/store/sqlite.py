@@ -13,7 +13,7 @@ import sqlite3
 from contextlib import contextmanager, suppress
 from itertools import count, repeat
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 from urllib.parse import quote
 
 from oloproof.errors import CorruptLogError, DuplicateEventError, RunBusyError, StoreError
@@ -29,6 +29,9 @@ from oloproof.store.base import (
     chain,
     wrong_key,
 )
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 SCHEMA_VERSION = "1"  # of the events table; projections have their own version
 DURABILITY = {"full": "FULL", "normal": "NORMAL"}
@@ -143,7 +146,7 @@ class SQLiteStore(EventStore):
             raise StoreError(f"{self.path}: {self.key_problem}")
 
     @property
-    def db(self) -> "sqlite_utils.Database":  # noqa: F821
+    def db(self) -> sqlite_utils.Database:
         """The log as a :mod:`sqlite_utils` database, for ad-hoc inspection of projections."""
         import sqlite_utils
 
@@ -198,7 +201,8 @@ class SQLiteStore(EventStore):
         elif self.scheme == SHA256 and self.key is not None:
             self.key_problem = ("OLOPROOF_LOG_KEY is set, but this log's chain is not keyed: it was written "
                                 "without the key, or rewritten without it")
-        elif self.scheme == HMAC_SHA256 and has_events:  # a wrong key is not tampering: say which
+        elif self.scheme == HMAC_SHA256 and has_events and self.key is not None:
+            # a wrong key is not tampering: say which
             self.key_problem = wrong_key(self.key, self._first_events())
         if "meta" in tables:
             row = self._conn.execute("SELECT value FROM meta WHERE key='projections_version'").fetchone()
@@ -454,19 +458,19 @@ class SQLiteStore(EventStore):
             "SELECT stream, payload FROM events WHERE stream >= ? AND stream < ? ORDER BY stream, seq",
             (prefix, prefix + "\U0010ffff"),
         )
-        stream = None
+        stream = ""  # the first row opens a group whatever its stream (group is empty)
         group: list[bytes] = []
         try:
             for s, payload in cur:
                 if s != stream:
                     if group:
-                        yield stream, group  # type: ignore[misc]
+                        yield stream, group
                     stream, group = s, []
                 group.append(payload if isinstance(payload, bytes) else payload.encode())
         except sqlite3.DatabaseError as e:
             raise CorruptLogError(f"{self.path}: cannot read events ({e})") from e
         if group:
-            yield stream, group  # type: ignore[misc]
+            yield stream, group
 
     def stream_heads(self, prefix: str) -> Iterator[tuple[str, bytes]]:
         cur = self._conn.execute(
@@ -530,6 +534,8 @@ class SQLiteStore(EventStore):
         self._conn.execute("COMMIT")
 
     def integrity_check(self) -> str:
+        """The first line of SQLite's ``PRAGMA integrity_check`` (``"ok"`` for a sound file);
+        ``oloproof audit`` fails on anything else, beside the hash chains."""
         return self._conn.execute("PRAGMA integrity_check").fetchone()[0]
 
     # ---- the search projection (oloproof.store.search) ------------------------------------
