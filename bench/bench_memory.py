@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from suites import scaled_example  # noqa: E402
+from suites import scaled_example
 
 EXECUTORS = {"serial": [], "concurrent": ["--concurrency", "4"], "workers": ["--workers", "2"],
              "dask": ["--executor", "dask", "--workers", "2"]}

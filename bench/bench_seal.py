@@ -42,8 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_run import make_suite, oloproof_cmd, timed  # noqa: E402
-from suites import spread  # noqa: E402
+from bench_run import make_suite, oloproof_cmd, timed
+from suites import spread
 
 PLACES = {"disk": None, "tmpfs": "/dev/shm"}
 

@@ -36,9 +36,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from oloproof.events import StepRecorded, encode, search_fields, tag_of  # noqa: E402
-from oloproof.store import SQLiteStore, StreamAppend  # noqa: E402
-from oloproof.store.search import SearchFilter  # noqa: E402
+from oloproof.events import StepRecorded, encode, search_fields, tag_of
+from oloproof.store import SQLiteStore, StreamAppend
+from oloproof.store.search import SearchFilter
 
 STEPS_PER_CASE = 10
 CASES_PER_RUN = 1000

@@ -85,7 +85,7 @@ def main() -> None:
     recorded = {"items": {f"k{i:05d}": {"v": i, "tag": "a"} for i in range(5000)}}
     expected = {"state": recorded}
     initial = {"items": {f"k{i:05d}": {"v": i, "tag": "a"} for i in range(5000)}}
-    view = CaseView("c", 0, "f", {}, initial, expected, {}, {}, state=recorded)  # noqa: E501
+    view = CaseView("c", 0, "f", {}, initial, expected, {}, {}, state=recorded)
     cls = registry()["state_matches"]
     ev = cls(cls.config_model.model_validate({"type": "state_matches", "mode": "subset"}))
     un = registry()["state_unchanged"]

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_run import ENV, make_suite, oloproof_cmd  # noqa: E402
+from bench_run import ENV, make_suite, oloproof_cmd
 
 
 def main() -> None:

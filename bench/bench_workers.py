@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from suites import scaled_example, spread, timed  # noqa: E402
+from suites import scaled_example, spread, timed
 
 
 def make_suite(folder: Path, n: int) -> Path:

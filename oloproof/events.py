@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from typing import Any, Callable, Final, Literal, Mapping, Sequence, Union, cast, get_args
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final, Literal, Union, cast, get_args
 
 import msgspec
 

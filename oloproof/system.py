@@ -13,9 +13,10 @@ from __future__ import annotations
 import abc
 import functools
 import inspect
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from oloproof.errors import ConfigError, RecordError
 from oloproof.records import KNOWN_RECORDS
@@ -275,7 +276,7 @@ class SystemSlot:
 
     __slots__ = ("factory", "target", "call", "instance", "replayable", "resumable", "is_async", "dead")
 
-    def __init__(self, factory: "SystemFactory", target: Any):
+    def __init__(self, factory: SystemFactory, target: Any):
         self.factory = factory
         self.target = target
         if callable(target):

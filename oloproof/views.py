@@ -9,8 +9,9 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, Iterator, Mapping, Sequence, cast
+from typing import Any, cast
 
 import msgspec
 
@@ -114,7 +115,7 @@ class CaseView(msgspec.Struct, frozen=True):
     #: (tool, fault) -> FaultReplays: evidence, given by :meth:`with_evidence`
     replays: Replays = NO_REPLAYS
     #: for a derived case ``<source>~<transform>``: the source case (evidence)
-    pair_source: "CaseView | None" = None
+    pair_source: CaseView | None = None
     #: ``effect_ledger/v1``: every attempt at an external effect, in order
     effects: tuple[EffectRecorded, ...] = ()
     #: ``release_evidence/v1``: access, wait, continuity, deadline, deliverable, in order
@@ -145,7 +146,7 @@ class CaseView(msgspec.Struct, frozen=True):
         t = self.trajectory
         return t is not None and any(s.fault is not None for s in t.steps)
 
-    def with_evidence(self, *, replays: Replays, pair_source: "CaseView | None") -> "CaseView":
+    def with_evidence(self, *, replays: Replays, pair_source: CaseView | None) -> CaseView:
         """This case as evaluators judge it: a new view carrying its replays and pair source."""
         if replays is self.replays and pair_source is self.pair_source:
             return self

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 import sqlite_utils
-
 from conftest import copy_example
+
 from oloproof.store import SQLiteStore
 
 TABLES = {"runs", "cases", "steps", "verdicts", "states", "replays", "pairs"}

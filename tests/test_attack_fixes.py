@@ -9,10 +9,7 @@ import sys
 
 import pytest
 
-from tests.conftest import edit, one_function_project, write
-
-
-
+from tests.conftest import edit, one_function_project
 
 MODEL_TOOL = '''
     @tool(kind="model")

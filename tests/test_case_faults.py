@@ -329,8 +329,8 @@ def replay(cli, p, spec, db, *extra):
 
 
 def fault_replay_view(db, case_id, kind):
-    from oloproof.store import SQLiteStore
     from oloproof.events import decode_stream
+    from oloproof.store import SQLiteStore
     from oloproof.views import fold_replay
 
     conn = sqlite3.connect(db)

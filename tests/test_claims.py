@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from oloproof.evaluate.registry import registry
 from oloproof.evaluate.claims import (
     AMOUNT_PATTERN,
     ID_PATTERN,
@@ -20,6 +19,7 @@ from oloproof.evaluate.claims import (
     parse_number,
     same_value,
 )
+from oloproof.evaluate.registry import registry
 from oloproof.events import CaseFinished, CaseStarted, StepRecorded, TrajectoryRecorded
 from oloproof.views import CaseView, fold_case
 

@@ -5,8 +5,8 @@ from itertools import groupby
 from pathlib import Path
 
 from oloproof.app.evidence import evaluate_run
-from oloproof.app.projections import rebuild_projections
 from oloproof.app.project import suite_from_stored
+from oloproof.app.projections import rebuild_projections
 from oloproof.app.runs import latest_run_id, load_run
 from oloproof.store import SQLiteStore, StreamAppend
 

@@ -2,8 +2,8 @@
 
 import json
 
-from oloproof.evaluate.registry import registry
 from oloproof.evaluate.multiagent import handoffs, route
+from oloproof.evaluate.registry import registry
 from oloproof.evaluate.slices import Slice
 from oloproof.events import StepRecorded
 from oloproof.views import TrajectoryView

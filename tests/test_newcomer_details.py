@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 import time
 
-import pytest
-
-from tests.conftest import copy_example, edit, write
-
-
+from tests.conftest import copy_example, edit
 
 
 def test_a_byte_order_mark_is_named(cli, blank):

@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("pydantic_ai")
 pytest.importorskip("opentelemetry.sdk.trace")
 
-from tests.conftest import write  # noqa: E402
+from tests.conftest import write
 
 APP = '''
 from opentelemetry.sdk.trace import TracerProvider

@@ -6,7 +6,6 @@ traces still open are held."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings

@@ -48,8 +48,8 @@ from oloproof.config.prefixes import (
     versions_stale,
 )
 from oloproof.errors import CaseFileError, UsageError
-from oloproof.evaluate.registry import registry
 from oloproof.evaluate.prefix import classify, matches
+from oloproof.evaluate.registry import registry
 from oloproof.events import (
     CaseFinished,
     CaseStarted,

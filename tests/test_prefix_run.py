@@ -514,7 +514,8 @@ def test_concurrent_attributions_all_land(shop):
 
 def test_an_interrupted_prefix_run_is_finished_by_prefix_run(cli, shop):
     created(cli, shop)
-    from oloproof.app.prefix import load_prefix_project, resume_command
+    from oloproof.app.prefix import load_prefix_project
+    from oloproof.app.runs import resume_command
     from oloproof.app.run import _Driver, utc_now  # noqa: F401
     from oloproof.events import RunStarted, encode, tag_of
     from oloproof.store import SQLiteStore, StreamAppend

@@ -9,10 +9,9 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from conftest import write
 
 from oloproof.store import SQLiteStore
-
-from conftest import write
 
 
 def log_path(project: Path) -> Path:

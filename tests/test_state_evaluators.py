@@ -3,7 +3,6 @@
 import pytest
 from pydantic import ValidationError
 
-from oloproof.evaluate.registry import registry
 from oloproof.evaluate.paths import (
     ABSENT,
     PathError,
@@ -12,6 +11,7 @@ from oloproof.evaluate.paths import (
     parse_path,
     resolve,
 )
+from oloproof.evaluate.registry import registry
 from oloproof.views import NO_STATE
 from tests.helpers import view
 

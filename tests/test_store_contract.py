@@ -1,15 +1,14 @@
 """One contract, run against every backend of the event log."""
 
 import sqlite3
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from oloproof.errors import CorruptLogError, DuplicateEventError
-from oloproof.events import CaseFinished, StepRecorded, decode, encode, tag_of
-from pathlib import Path
-
+from oloproof.errors import CorruptLogError
+from oloproof.events import CaseFinished, StepRecorded, decode, encode
 from oloproof.store import MemoryStore, SQLiteStore, StreamAppend, open_store
 from oloproof.testing import StoreContract, batch
 

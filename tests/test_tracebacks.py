@@ -138,7 +138,7 @@ def test_the_html_panel_data_carries_it(cli, tmp_path):
 
 @pytest.mark.slow
 def test_the_pytest_plugin_shows_it(cli, tmp_path):
-    p = project(tmp_path)
+    project(tmp_path)
     r = pytest_in(tmp_path, "--oloproof", "p")
     assert r.returncode == 1, r.stdout + r.stderr
     assert "error: ValueError: model returned garbage" in r.stdout

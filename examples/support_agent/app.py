@@ -5,6 +5,7 @@ trajectories. It records its trajectory by hand, as in the guide "Agents and too
 """
 
 import tools
+
 from oloproof import AgentConstraintCheck, AgentStep, AgentTrajectory, current_case, system
 
 STEP_LIMIT = 12

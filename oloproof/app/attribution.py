@@ -24,8 +24,9 @@ made the same earlier calls) proves nothing and counts as not recoverable.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import msgspec
 
@@ -106,8 +107,7 @@ def attribute_case(store: EventStore, project: Project, run_ref: str, case_id: s
     recoverability), store the record, return it."""
     from oloproof.app.audit import require_intact
     from oloproof.app.evidence import RunEvidence
-    from oloproof.app.runs import utc_now
-    from oloproof.app.runs import case_view, load_run, resolve_run
+    from oloproof.app.runs import case_view, load_run, resolve_run, utc_now
 
     clock = clock or utc_now
     run_id = resolve_run(store, run_ref)

@@ -22,8 +22,9 @@ chains and seal first and refuses a broken run; ``audit verify`` checks every ru
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, cast
+from typing import Any, cast
 
 from oloproof.errors import CorruptLogError
 from oloproof.events import CODEC, RunFinished, RunSealed, RunStarted, seal_digest, stored_tag

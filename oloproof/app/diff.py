@@ -9,8 +9,8 @@ rule judges, in :mod:`oloproof.app.evidence` — both are re-exported here.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from oloproof.app.evidence import judged_run, regression_evidence
 from oloproof.app.refs import PIN, PIN_NAME, pin_run, pinned, pins, require_ref, resolve_ref, trials_of

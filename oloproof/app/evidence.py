@@ -9,7 +9,7 @@ not stored leaves its case ``missing`` (``replay_not_run``).
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from oloproof.app.refs import resolve_ref, trials_of
 from oloproof.app.runs import StoredRun, find_case_view, iter_case_views, load_run

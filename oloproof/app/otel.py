@@ -18,10 +18,10 @@ from __future__ import annotations
 import gc
 import hashlib
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from oloproof.config.limits import case_id_problem
 from oloproof.config.otlp import ImportedCase, cases_of_trace, iter_traces

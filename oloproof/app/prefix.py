@@ -22,7 +22,7 @@ import msgspec
 
 from oloproof.app.boundary import default_boundary, state_at
 from oloproof.app.project import CONFIG_FILE, Project, _dump, load_project
-from oloproof.app.runs import is_prefix_run, resume_command
+from oloproof.app.runs import is_prefix_run
 from oloproof.config.locate import Locator
 from oloproof.config.models import NoRegression, PrefixConfig, ReleaseConfig, Rule, load_release_config
 from oloproof.config.prefixes import (
@@ -476,7 +476,7 @@ def create_prefix(store: EventStore, project_root: Path, run_ref: str, case_id: 
     """Freeze stored case ``case_id`` of run ``run_ref`` into ``prefixes/<case_id>.yaml``
     (see the module docstring). Without ``before_step`` the boundary is the first unacceptable
     step of its attribution (stored, or made now)."""
-    from oloproof.app.attribution import attribution_settings, latest_attribution, attribute_case
+    from oloproof.app.attribution import attribute_case, attribution_settings, latest_attribution
     from oloproof.app.audit import require_intact
     from oloproof.app.runs import case_view, load_run, resolve_run
 
@@ -509,7 +509,7 @@ def create_prefix(store: EventStore, project_root: Path, run_ref: str, case_id: 
     doc = prefix_document(view, run, before_step, attribution, settings, [*pc.redact, *(redact_paths or [])])
     try:
         PrefixFile.model_validate({**doc, "frozen": {"steps": doc["frozen"]["steps"], "state": doc["frozen"]["state"]}})
-    except Exception as e:  # noqa: BLE001 - a bug of ours, said plainly
+    except Exception as e:
         raise ConfigError(f"the prefix of case {case_id!r} does not validate: {e}") from e
     made = write_prefix(project.root / pc.cases, doc, force=force)
     steps = view.trajectory.steps

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-
 from oloproof.errors import CorruptLogError
 from oloproof.evaluate.engine import CaseResult
 from oloproof.events import RunFinished, RunSealed, RunStarted, canonical_json

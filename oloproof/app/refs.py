@@ -5,7 +5,8 @@ that takes a RUN."""
 from __future__ import annotations
 
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from oloproof.app.runs import StoredRun, append_event, load_run, run_headers
 from oloproof.errors import UsageError

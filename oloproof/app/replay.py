@@ -8,7 +8,6 @@ a ``fault_recovery`` evaluator through the one evaluation path.
 from __future__ import annotations
 
 import contextlib
-
 from collections.abc import Iterable
 from typing import Any
 

@@ -32,11 +32,12 @@ import secrets
 import signal
 import threading
 import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, cast
 
+from oloproof.app.audit import seal
 from oloproof.app.jobs import JUDGE_JOB, JudgeArgs
 from oloproof.app.project import (
     LoadedSystem,
@@ -47,14 +48,13 @@ from oloproof.app.project import (
     uncalled_tools,
 )
 from oloproof.app.projections import case_rows, evaluation_key, run_row
-from oloproof.app.runs import is_prefix_run, load_run, refresh_search, resume_command, utc_now
-from oloproof.app.runs import selection_text
+from oloproof.app.runs import is_prefix_run, load_run, refresh_search, resume_command, selection_text, utc_now
 from oloproof.config.cases import SuiteCase, SuiteInfo
 from oloproof.config.limits import trial_case_id
 from oloproof.errors import Interrupted, OloproofError, UsageError
 from oloproof.evaluate.engine import Accumulator, CaseResult, Summary
-from oloproof.app.audit import seal
 from oloproof.events import (
+    Durability,
     RunResumed,
     RunSealed,
     RunStarted,
@@ -141,7 +141,8 @@ class _Driver:
         self.log = EventLog(store)
         # what the run writes is no input of its system: its log (a store on disk has a path)
         # and the files the caller names (--json)
-        self.outputs = [*outputs, *([store.path] if getattr(store, "path", None) else [])]
+        path = getattr(store, "path", None)
+        self.outputs = [*outputs, *([path] if path else [])]
         self.suite = project.suite
         self.specs = [(s.tool, s.fault) for s in self.suite.fault_specs]
         self.timeout = project.config.timeout
@@ -176,7 +177,7 @@ class _Driver:
 
     # ---- the run's own stream ------------------------------------------------------------
 
-    def start(self, info: SuiteInfo, durability: str) -> str:
+    def start(self, info: SuiteInfo, durability: Durability) -> str:
         run_id = new_run_id()
         self.held.enter_context(self.store.claim_run(run_id, "recorded"))
         p, s = self.project, self.system
@@ -266,7 +267,7 @@ class _Driver:
                     exhausted = True
                     break
                 if item is not None:
-                    position, sc, trial = item  # type: ignore[misc]
+                    position, sc, trial = cast("tuple[int, SuiteCase, int | None]", item)
                     args = CaseArgs(self.run_id, position, sc, trial)
                     if self.judge_remotely:
                         self._job(JUDGE_JOB, JudgeArgs(args, self.project.config_digest, self.key))
@@ -402,7 +403,7 @@ class _Driver:
 
 
 def run_suite(project: Project, system: LoadedSystem, store: EventStore, info: SuiteInfo, *,
-              executor: Executor | None = None, resume: str | None = None, durability: str = "full",
+              executor: Executor | None = None, resume: str | None = None, durability: Durability = "full",
               progress: Progress | None = None, keep_cases: bool = True,
               on_case: Callable[[CaseResult], None] | None = None,
               clock: Callable[[], str] = utc_now, trials: int | None = None,
@@ -453,7 +454,7 @@ def run_suite(project: Project, system: LoadedSystem, store: EventStore, info: S
             driver.loop(resuming=resume is not None)
         stopped = False
     except (Interrupted, KeyboardInterrupt) as e:
-        e.run_id = driver.run_id  # type: ignore[attr-defined]  # what to resume
+        setattr(e, "run_id", driver.run_id)  # noqa: B010 - what to resume: read by the CLI
         raise
     finally:
         gc.unfreeze()  # a long-lived process (a notebook, a test) collects them again

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from datetime import UTC
+from typing import Any
 
 from oloproof.errors import CorruptLogError, UsageError
 from oloproof.events import CaseStarted, RunFinished, RunResumed, RunSealed, RunStarted
@@ -206,6 +208,6 @@ def resume_command(started: Any) -> str:
 
 def utc_now() -> str:
     """The wall clock, as the log stores times (ISO 8601, UTC)."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+    return datetime.now(UTC).isoformat(timespec="microseconds")

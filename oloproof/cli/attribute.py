@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import click
 
-from oloproof.cli.common import json_option, DB_HELP, check_output_path, console, handled, open_log, write_json
+from oloproof.cli.common import DB_HELP, check_output_path, console, handled, json_option, open_log, write_json
 
 
 @click.command("attribute")

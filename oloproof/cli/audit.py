@@ -42,9 +42,9 @@ def verify(db: str | None, expect: tuple[str, ...]) -> None:
     Example:
       oloproof audit verify --expect "$(jq -r .log_digest results.json)"
     """
-    from rich.markup import escape
-
     import re
+
+    from rich.markup import escape
 
     from oloproof.app.audit import audit_log, current_digest
     from oloproof.cli.common import console
@@ -87,7 +87,7 @@ def verify(db: str | None, expect: tuple[str, ...]) -> None:
             out.print(f"BROKEN run {escape(run.run_id)}: {escape(problem)}")
             failed = True
         if not run.problems and not run.complete:
-            from oloproof.app.prefix import resume_command
+            from oloproof.app.runs import resume_command
 
             finish = resume_command(run.started) if run.started is not None else f"oloproof run --resume {run.run_id}"
             out.print(f"INCOMPLETE run {escape(run.run_id)}: unsealed, {run.committed} of {run.expected} cases "

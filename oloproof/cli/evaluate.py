@@ -4,8 +4,6 @@ gate's."""
 
 from __future__ import annotations
 
-import sys
-
 import click
 
 from oloproof.cli.common import (
@@ -42,13 +40,13 @@ def command(run: str, json_path: str | None, db: str | None, project_dir: str, o
     Example:
       oloproof eval latest --json results.json
     """
+    from rich.text import Text
+
     from oloproof.app.evidence import evaluate_run
     from oloproof.app.project import load_project
     from oloproof.app.runs import load_run
     from oloproof.errors import UsageError
     from oloproof.report.results import results_dict
-    from rich.text import Text
-
     from oloproof.report.terminal import exit_line, summary_view
 
     if json_path:

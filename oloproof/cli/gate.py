@@ -37,9 +37,9 @@ def command(run: str, json_path: str | None, db: str | None) -> None:
     Example:
       oloproof gate latest
     """
-    from oloproof.app.reports import run_report
     from rich.text import Text
 
+    from oloproof.app.reports import run_report
     from oloproof.report.terminal import exit_line, gate_table
 
     if json_path:

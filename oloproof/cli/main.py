@@ -58,7 +58,7 @@ class OloproofGroup(click.Group):
         real = sys.stdout
         OutputState.closed = OutputState.decided = False
         if real is None:  # started with its standard output closed (`oloproof gate >&-`)
-            real = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
+            real = open(os.devnull, "w")
             OutputState.closed = True
         sys.stdout = PipeSafeStdout(real)  # a reader closing the pipe never decides the code
         try:
@@ -127,7 +127,7 @@ def main() -> None:  # console-script entry point
 
     _fill_standard_descriptors()
     if sys.stderr is None:  # nowhere to say an error: say it to nothing, rather than crash
-        sys.stderr = open(os.devnull, "w")  # noqa: SIM115
+        sys.stderr = open(os.devnull, "w")
     try:
         cli(prog_name="oloproof")
         code = 0

@@ -10,6 +10,7 @@ import click
 
 from oloproof.cli.common import DB_HELP, handled, open_log
 from oloproof.cli.run import execute_run, run_options
+from oloproof.events import Durability
 
 
 @click.group("prefix")
@@ -78,7 +79,7 @@ def create(run: str, case: str, before_step: int | None, redact: tuple[str, ...]
 @run_options(resume="Finish an interrupted prefix run, skipping committed cases.",
              trials="Run every prefix case K times (overrides prefix.trials): pass^K of the irreversible cases.")
 @handled
-def run(json_path: str | None, db: str | None, resume: str | None, durability: str, project_dir: str,
+def run(json_path: str | None, db: str | None, resume: str | None, durability: Durability, project_dir: str,
         trials: int | None, concurrency: int | None, workers: int | None, executor: str | None,
         scheduler: str | None) -> None:
     """Run the system (the candidate) on every prefix case (prefix.cases, default prefixes/):

@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import click
 
@@ -17,6 +18,7 @@ from oloproof.cli.common import (
     open_log,
     stdout_to_stderr,
 )
+from oloproof.events import Durability
 
 
 class ExecutorChoice(click.Choice):
@@ -88,7 +90,7 @@ def run_options(*, resume: str, trials: str) -> Callable:
 @click.option("--quiet", "-q", is_flag=True, help="Print the criteria and the gate only.")
 @click.option("--no-slices", is_flag=True, help="Leave the slices out of what is printed.")
 @handled
-def command(json_path: str | None, db: str | None, resume: str | None, durability: str,
+def command(json_path: str | None, db: str | None, resume: str | None, durability: Durability,
             project_dir: str, trials: int | None, concurrency: int | None, workers: int | None,
             executor: str | None, scheduler: str | None, case_ids: tuple[str, ...], keyword: str | None,
             limit: int | None, last_failed: bool, quiet: bool, no_slices: bool) -> None:
@@ -119,19 +121,19 @@ def command(json_path: str | None, db: str | None, resume: str | None, durabilit
 
 
 def execute_run(load: Callable[[str], Any], *, json_path: str | None, db: str | None, resume: str | None,
-                durability: str, project_dir: str, trials: int | None, concurrency: int | None,
+                durability: Durability, project_dir: str, trials: int | None, concurrency: int | None,
                 workers: int | None, executor: str | None, scheduler: str | None,
                 after: Callable[[Any, Any], Any] | None = None, name: str = "oloproof run",
                 selection: Any = None, brief: bool = False, slices: bool = True) -> None:
     """``oloproof run`` (and ``oloproof prefix run``, whose ``load`` gives the prefix suite and
     whose ``after(store, outcome)`` gives what to print after the summary: what the candidate
     did at each boundary)."""
+    from rich.text import Text
+
     from oloproof.app.project import load_system
     from oloproof.app.run import interruptible, make_executor, run_suite
     from oloproof.errors import Interrupted, UsageError
     from oloproof.report.results import ResultsFile, results_dict
-    from rich.text import Text
-
     from oloproof.report.terminal import exit_line, one_line, plural, summary_view
 
     # `--json -`: stdout holds the JSON alone; what the system prints goes to stderr
@@ -199,7 +201,6 @@ def execute_run(load: Callable[[str], Any], *, json_path: str | None, db: str | 
                            min_support=project.config.min_slice_support, quiet=brief, slices=slices))
     if project.selection:
         from oloproof.app.runs import selection_text
-
         from oloproof.report.terminal import command_text, print_command
 
         print_command(out, command_text(f"partial run: {selection_text(project.selection)}; its gate cannot pass and it is "
@@ -227,7 +228,8 @@ class _progress:
     """A rich progress bar (done / total, rate, time left) on a terminal; nothing otherwise."""
 
     def __init__(self, out: Any, total: int):
-        self.out, self.total, self.bar = out, total, None
+        self.out, self.total = out, total
+        self.bar: Any = None  # a rich Progress, made when the run starts
 
     def __enter__(self) -> Any:
         if not self.out.is_terminal:
@@ -249,8 +251,8 @@ class _progress:
         task = self.bar.add_task("cases", total=self.total, rate="")
 
         def update(done: int, total: int) -> None:
-            speed = self.bar.tasks[0].speed  # type: ignore[union-attr]
-            self.bar.update(task, completed=done, total=total,  # type: ignore[union-attr]
+            speed = self.bar.tasks[0].speed
+            self.bar.update(task, completed=done, total=total,
                             rate=f"{speed:,.0f} cases/s" if speed else "")
 
         return update

@@ -7,7 +7,7 @@ import json
 
 import click
 
-from oloproof.cli.common import json_option, DB_HELP, check_output_path, console, handled, open_log, write_text
+from oloproof.cli.common import DB_HELP, check_output_path, console, handled, json_option, open_log, write_text
 
 
 @click.command("search")

@@ -77,7 +77,7 @@ def command(run: str | None, case: str | None, json_path: str | None, failed: st
             report = run_report(store, run_id, keep_cases=bool(json_path))
             note = incomplete_note(report.summary)
             if note:
-                from oloproof.app.prefix import resume_command
+                from oloproof.app.runs import resume_command
 
                 print_command(out, command_text(note + f" Finish it with '{resume_command(report.run.started)}'."))
             out.print(summary_view(report.summary, run_id=run_id, system=report.run.system,

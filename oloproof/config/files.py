@@ -61,7 +61,7 @@ def open_regular(path: Path | str, label: str, error: type[InputError]) -> Binar
             raise error(f"{label}: {problem}")
         if hasattr(os, "set_blocking"):
             os.set_blocking(fd, True)
-        return open(fd, "rb")  # noqa: SIM115 - the caller closes it
+        return open(fd, "rb")
     except BaseException:
         os.close(fd)
         raise

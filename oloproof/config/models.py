@@ -31,7 +31,6 @@ from oloproof.config.locate import Locator, load_yaml, validate_model
 from oloproof.errors import ConfigError
 from oloproof.records import KNOWN_RECORDS
 
-
 #: the most ``trials`` (and ``--trials``) may be
 MAX_TRIALS = 1000
 MAX_CODE_PATHS = 100  # entries of system.code

@@ -17,8 +17,8 @@ listed apart.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from oloproof.stats.paired import METHOD, mcnemar_exact
 

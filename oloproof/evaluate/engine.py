@@ -9,8 +9,9 @@ re-evaluation can never disagree and no caller can forget the evidence.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable, cast
+from typing import Any, cast
 
 from oloproof.config.limits import split_trial
 from oloproof.config.locate import Locator, did_you_mean, validate_model
@@ -227,7 +228,7 @@ class Accumulator:
     distinct triple — memory stays flat.
     """
 
-    def __init__(self, suite: "SuiteEvaluation", *, keep_cases: bool = True, multi: set[str] | None = None,
+    def __init__(self, suite: SuiteEvaluation, *, keep_cases: bool = True, multi: set[str] | None = None,
                  cluster_size: int | None = None, trials: int = 1):
         self.suite = suite
         self.trials = trials

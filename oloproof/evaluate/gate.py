@@ -42,8 +42,8 @@ MIN_CLUSTERS = 20
 
 from oloproof.config.models import ReleaseConfig, Rule
 from oloproof.evaluate.compare import RegressionEvidence
-from oloproof.stats.paired import mcnemar_exact
 from oloproof.stats.intervals import RateInterval
+from oloproof.stats.paired import mcnemar_exact
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ class Slice:
     bounds: tuple[int, ...] = ()
 
     @classmethod
-    def parse(cls, spec: str) -> "Slice":
+    def parse(cls, spec: str) -> Slice:
         """Parse a slice spec from ``oloproof.yaml``.
 
         Raises:

@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import contextvars
 from bisect import bisect_left
-from typing import TYPE_CHECKING, Any, Callable, cast
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
 
@@ -37,15 +38,15 @@ from oloproof.errors import RecordError
 from oloproof.events import (
     CheckpointRecorded,
     ConstraintRecorded,
-    Event,
-    StepRecorded,
-    TrajectoryRecorded,
     EffectRecorded,
-    EvidenceRecorded,
+    Event,
     EvidenceKind,
+    EvidenceRecorded,
     FaultKind,
     StepKind,
+    StepRecorded,
     TerminalStatus,
+    TrajectoryRecorded,
     UsageRecorded,
 )
 from oloproof.records import (

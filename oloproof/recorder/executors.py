@@ -189,8 +189,11 @@ class ConcurrentExecutor(Executor):
         import asyncio
 
         task = asyncio.ensure_future(self._run(job))  # no case is current here: not a branch
-        task.add_done_callback(lambda t: t.cancelled() or t.exception() is None or
-                               self._done.put(Done(job, error=t.exception())))
+        def failed(t: asyncio.Future[None]) -> None:
+            if not t.cancelled() and t.exception() is not None:
+                self._done.put(Done(job, error=t.exception()))
+
+        task.add_done_callback(failed)
 
     async def _run(self, job: Job) -> None:
         import asyncio
@@ -205,6 +208,7 @@ class ConcurrentExecutor(Executor):
             if self._async:
                 inner = asyncio.ensure_future(job.kind.arun(slot, job.arg, job.timeout))
             else:
+                assert self._pool is not None  # made with the slots, for a sync system
                 inner = self._pool.submit(asyncio.get_running_loop(), run_job, slot, job)
             finished, _ = await asyncio.wait({inner}, timeout=job.limit(GRACE))
             if not finished:  # the case ignored its cancellation: give it and its sandbox up

@@ -11,8 +11,9 @@ travels by name (``ref``, ``module:attribute``), which a worker imports.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import msgspec
 

@@ -27,7 +27,8 @@ not run, and the case errors with ``error_kind`` ``stale`` (missing for every cr
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from oloproof.config.prefixes import versions_stale
 from oloproof.events import StepKind, StepRecorded, canonical_json

@@ -28,8 +28,9 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterator, NoReturn, cast
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import msgspec
 
@@ -410,7 +411,7 @@ class _Timer:
         self.fired = False  # it cancelled the task (once)
         self._handle: asyncio.TimerHandle | None = None
 
-    def __enter__(self) -> "_Timer":
+    def __enter__(self) -> _Timer:
         import asyncio
 
         if self.timeout is not None:

@@ -6,7 +6,7 @@ read), so a run's memory does not grow with the replays it made.
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 from oloproof.events import ReplayStarted
 from oloproof.replay.engine import PREFIX

@@ -11,8 +11,9 @@ what is missing), re-evaluation and the case panel (which only read).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Generator, Iterable
+from typing import Any
 
 from oloproof.events import CheckpointRecorded, canonical_json
 from oloproof.replay.fidelity import compare

@@ -22,7 +22,8 @@ checkpoint comes from the tape; at or after it, the fault is applied again, live
 from __future__ import annotations
 
 import copy
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from oloproof.events import FaultKind, StepRecorded, canonical_json
 from oloproof.recorder.case import Branch, CaseRecorder, _frozen

@@ -13,7 +13,8 @@ case and the case's verdicts under the run's own configuration::
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import msgspec
 

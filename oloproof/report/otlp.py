@@ -15,7 +15,8 @@ line, one line per case), hex ids.
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from oloproof.events import canonical_json
 from oloproof.views import CaseView

@@ -14,7 +14,6 @@ from rich.text import Text
 from oloproof.report.terminal import one_line, plural, printable
 from oloproof.store.search import MARK_OFF, MARK_ON
 
-
 _SPACES = re.compile(r"[ \t]{2,}")
 
 

@@ -12,8 +12,8 @@ below — so that no name is cut and no word is broken mid-letter at 80 columns.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
 import re
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from rich import box

@@ -19,7 +19,7 @@ resampling, so no seed) and O(clusters). Coverage is checked by simulation in th
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from oloproof.stats.intervals import ALPHA, RateInterval
 
@@ -60,7 +60,7 @@ class ClusterSums:
             sums[2] += y * size * times
 
 
-def _design_effect(c: int, n: int, y: int, y2: int, yn: int, n2: int) -> float:
+def _design_effect(c: int, n: float, y: float, y2: float, yn: float, n2: float) -> float:
     if n == 0 or c < 2:
         return 1.0
     p = y / n
@@ -72,8 +72,10 @@ def _design_effect(c: int, n: int, y: int, y2: int, yn: int, n2: int) -> float:
 
 
 def design_effect(successes: Sequence[float], sizes: Sequence[float]) -> float:
-    return _design_effect(len(sizes), sum(sizes), sum(successes), sum(y * y for y in successes),
-                          sum(y * m for y, m in zip(successes, sizes)), sum(m * m for m in sizes))
+    """Kish's design effect of clustered binary outcomes: ``successes[c]`` of ``sizes[c]`` cases
+    passed in cluster ``c``; at least 1 (clusters never make an interval narrower)."""
+    return _design_effect(len(sizes), sum(sizes, 0.0), sum(successes, 0.0), sum((y * y for y in successes), 0.0),
+                          sum((y * m for y, m in zip(successes, sizes)), 0.0), sum((m * m for m in sizes), 0.0))
 
 
 def _bound(c: int, n: int, sums: list[int], n2: int, alpha: float, upper: bool) -> float:

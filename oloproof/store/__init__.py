@@ -1,5 +1,6 @@
 """The event log and its projections. Nothing outside this package touches SQL."""
 
+from collections.abc import Callable
 from typing import Any
 
 from oloproof.store.base import (
@@ -16,44 +17,89 @@ from oloproof.store.sqlite import SQLiteStore
 DEFAULT_LOG = ".oloproof/log.db"
 
 
+Opener = Callable[..., EventStore]
+"""A backend's opener: ``opener(url, **options) -> EventStore`` (``url`` the whole URL)."""
+
+# scheme -> "module:function", imported on first use (a backend's driver is loaded only by a
+# log that needs it). A new backend is one module with an opener and one line here, or a
+# register_store() call from outside the package.
+BACKENDS: dict[str, "str | Opener"] = {
+    "sqlite": "oloproof.store.sqlite:open_url",
+    "memory": "oloproof.store.memory:open_url",
+}
+
+# schemes that name a backend not in this release, with what to use instead
+_PLANNED = {
+    "postgresql": "the PostgreSQL backend is not in this release; use an SQLite log (a path, or sqlite:///PATH)",
+}
+
+
+def register_store(scheme: str, opener: "str | Opener") -> None:
+    """Make ``open_store`` (and ``--db``) open ``SCHEME://…`` URLs with ``opener``: a callable
+    ``opener(url, **options)`` returning an :class:`EventStore`, or a ``"module:function"``
+    string naming one (imported on first use). The backend is defined by passing
+    :class:`oloproof.testing.StoreContract`. Replaces an earlier registration of ``scheme``."""
+    if not scheme or not scheme.isidentifier() or scheme != scheme.lower():
+        raise ValueError(f"a store scheme is a lower-case name (sqlite, postgresql), not {scheme!r}")
+    BACKENDS[scheme] = opener
+
+
+def scheme_of_url(url: "str | object") -> str:
+    """The backend scheme ``url`` names: ``sqlite`` for a path or a bare file name,
+    ``memory`` for ``memory:``, else the part before ``://`` (``postgres`` read as
+    ``postgresql``)."""
+    from pathlib import Path
+
+    if isinstance(url, Path):
+        return "sqlite"
+    text = str(url)
+    if text == "memory:":
+        return "memory"
+    scheme, sep, _ = text.partition("://")
+    if not sep:  # a bare path (a Windows drive letter has no //)
+        return "sqlite"
+    scheme = scheme.lower()
+    return "postgresql" if scheme == "postgres" else scheme
+
+
 def open_store(url: "str | object", **options: Any) -> EventStore:
     """The event log a URL names (SPEC §18.3): ``sqlite:///relative.db``,
-    ``sqlite:////absolute.db`` or a bare path (SQLite;
-    ``options`` are :class:`SQLiteStore`'s: ``durability``, ``create``, ``readonly``,
-    ``key``), ``memory:`` (an in-memory log, for tests), ``postgresql://…`` (the team log,
-    not in this release). Anything else is a :class:`~oloproof.errors.UsageError` (exit 2)."""
+    ``sqlite:////absolute.db`` or a bare path (SQLite; ``options`` are :class:`SQLiteStore`'s:
+    ``durability``, ``create``, ``readonly``, ``key``), ``memory:`` (an in-memory log, for
+    tests; ``key`` only), or any scheme a backend registered (:data:`BACKENDS`,
+    :func:`register_store`). An unknown scheme is a :class:`~oloproof.errors.UsageError`
+    (exit 2)."""
     from pathlib import Path
 
     from oloproof.errors import UsageError
 
-    if isinstance(url, Path):  # a path is a path, whatever it holds
-        return SQLiteStore(url, **options)
-    text = str(url)
-    scheme, sep, rest = text.partition("://")
-    if text == "memory:":
-        key = options.get("key")
-        return MemoryStore(key=key if isinstance(key, bytes) else None)
-    if not sep:  # a bare path (a Windows drive letter has no //)
-        return SQLiteStore(Path(text), **options)
-    if scheme == "sqlite":
-        if not rest.startswith("/"):
-            raise UsageError(f"{text}: an SQLite URL is sqlite:///PATH (three slashes, then the path)")
-        # as SQLAlchemy reads it: sqlite:///rel/path.db, sqlite:////abs/path.db
-        return SQLiteStore(Path(rest[1:]), **options)
-    if scheme in ("postgresql", "postgres"):
-        raise UsageError(f"{scheme}://…: the PostgreSQL backend is not in this release; use an SQLite log "
-                         "(a path, or sqlite:///PATH)")
-    raise UsageError(f"{text}: unknown log URL scheme {scheme!r} (sqlite:///PATH, a path, or memory:)")
+    scheme = scheme_of_url(url)
+    opener = BACKENDS.get(scheme)
+    if opener is None:
+        if scheme in _PLANNED:
+            raise UsageError(f"{scheme}://…: {_PLANNED[scheme]}")
+        known = ", ".join(f"{s}://" for s in sorted(BACKENDS) if s != "memory")
+        raise UsageError(f"{url}: unknown log URL scheme {scheme!r} ({known}, a path, or memory:)")
+    if isinstance(opener, str):
+        import importlib
+
+        module, _, name = opener.partition(":")
+        opener = getattr(importlib.import_module(module), name)
+        BACKENDS[scheme] = opener
+    return opener(url if isinstance(url, Path) else str(url), **options)
+
 
 __all__ = [
     "DEFAULT_LOG",
     "PROJECTIONS",
     "ChainProblem",
     "EventStore",
+    "BACKENDS",
     "MemoryStore",
     "SQLiteStore",
     "StoredEvent",
     "StreamAppend",
     "VerifyReport",
     "open_store",
+    "register_store",
 ]

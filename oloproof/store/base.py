@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import abc
 import hashlib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 from oloproof.events import SHA256, ChainScheme, chain_digest, chain_digests
 

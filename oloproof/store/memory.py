@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Iterable, Iterator, Sequence
 
 from oloproof.errors import DuplicateEventError
 from oloproof.events import scheme_of
@@ -128,3 +128,9 @@ class MemoryStore(EventStore):
 
 def _sort_key(key: tuple) -> tuple:
     return tuple((0, v) if isinstance(v, (int, float)) else (1, str(v)) for v in key)
+
+
+def open_url(url: str, *, key: bytes | None = None, **_options: object) -> MemoryStore:
+    """The in-memory backend's opener (``memory:``): ``key`` chains it with HMAC; the
+    file options (``durability``, ``create``, ``readonly``) mean nothing here."""
+    return MemoryStore(key=key if isinstance(key, bytes) else None)

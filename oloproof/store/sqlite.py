@@ -10,13 +10,14 @@ from __future__ import annotations
 import hashlib
 import os
 import sqlite3
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from itertools import count, repeat
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from oloproof.errors import CorruptLogError, DuplicateEventError, RunBusyError, StoreError
+from oloproof.errors import CorruptLogError, DuplicateEventError, RunBusyError, StoreError, UsageError
 from oloproof.events import HMAC_SHA256, SHA256, scheme_of
 from oloproof.store import search
 from oloproof.store.base import (
@@ -662,3 +663,16 @@ def _split(script: str) -> list[str]:
             out.append(joined)
             buf = []
     return out
+
+
+def open_url(url: str | Path, **options: Any) -> SQLiteStore:
+    """The SQLite backend's opener (``oloproof.store.BACKENDS``): a path, or
+    ``sqlite:///relative.db`` / ``sqlite:////absolute.db`` as SQLAlchemy reads them."""
+    if isinstance(url, Path):
+        return SQLiteStore(url, **options)
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return SQLiteStore(Path(url), **options)
+    if not rest.startswith("/"):
+        raise UsageError(f"{url}: an SQLite URL is sqlite:///PATH (three slashes, then the path)")
+    return SQLiteStore(Path(rest[1:]), **options)
