@@ -205,3 +205,44 @@ def test_a_writer_waiting_too_long_on_the_lock_says_so(tmp_path, monkeypatch):
                 SQLiteStore(tmp_path / "log.db")
     finally:
         holder.close()
+
+
+def test_a_registered_backend_is_the_log_of_every_command(cli, support_project, monkeypatch):
+    """A third backend is an opener and one register_store call: `--db shelf://team` then
+    records a run, gates and shows it with no SQLite file anywhere (the seams issue)."""
+    import oloproof.store as store_module
+    from oloproof.store import register_store
+
+    shelves: dict[str, MemoryStore] = {}
+    opened: list[tuple[str, dict]] = []
+
+    def open_shelf(url, **options):
+        opened.append((url, options))
+        return shelves.setdefault(url, MemoryStore(key=options.get("key")))
+
+    monkeypatch.setitem(store_module.BACKENDS, "shelf", open_shelf)
+    register_store("shelf", open_shelf)
+    r = cli("run", "--db", "shelf://team", cwd=support_project)
+    assert r.exit_code == 1, r.output  # the example's gate fails on purpose
+    assert "no-deletion" in r.output
+    assert not (support_project / ".oloproof" / "log.db").exists()
+    log = shelves["shelf://team"]
+    finished = [e for e in log.read_all() if e.type.startswith("case_finished")]
+    assert len(finished) == 40, len(finished)
+    g = cli("gate", "--db", "shelf://team", "--json", "-", cwd=support_project)
+    assert g.exit_code == 1 and '"decision": "FAIL"' in g.output, g.output
+    assert opened[0][1]["readonly"] is False and opened[-1][1]["readonly"] is True
+    assert cli("gate", "--db", "shelf://other", cwd=support_project).exit_code == 2  # an empty log: no run
+
+
+@pytest.mark.parametrize("scheme", ["", "Shelf", "two words", "a-b"])
+def test_a_store_scheme_is_a_lower_case_name(scheme):
+    from oloproof.store import register_store
+
+    with pytest.raises(ValueError, match="lower-case name"):
+        register_store(scheme, "x:y")
+
+
+def test_memory_is_refused_as_the_log_of_a_command(cli, tmp_path):
+    r = cli("runs", "--db", "memory:", cwd=tmp_path)
+    assert r.exit_code == 2 and "holds nothing once this command ends" in r.output, r.output

@@ -355,11 +355,25 @@ def log_key() -> bytes | None:
     return key.encode("utf-8", "surrogateescape")  # the variable's own bytes, UTF-8 or not
 
 
+def _sqlite_path(url: str) -> Path:
+    """The file an ``sqlite:///PATH`` URL names (``sqlite:////abs`` absolute)."""
+    rest = url.partition("://")[2]
+    if not rest.startswith("/"):
+        raise UsageError(f"--db {url}: an SQLite URL is sqlite:///PATH (three slashes, then the path)")
+    return Path(rest[1:])
+
+
 def open_log(db: str | None, *, must_exist: bool = True, durability: str = "full", write: bool = False) -> Any:
     """The event log. Read commands open it read-only (nothing created or changed, a writer
     never waited on); ``write=True`` for the commands that append (run, replay, rebuild)."""
-    from oloproof.store import DEFAULT_LOG, SQLiteStore, open_store
+    from oloproof.store import DEFAULT_LOG, SQLiteStore, open_store, scheme_of_url
 
+    if db is not None and scheme_of_url(db) == "memory":
+        raise UsageError("--db memory:: an in-memory log holds nothing once this command ends; pass a file")
+    if db is not None and scheme_of_url(db) != "sqlite":  # a server log: the backend checks it
+        return open_store(db, durability=durability, create=not must_exist, readonly=not write, key=log_key())
+    if db is not None and db.startswith("sqlite://"):
+        db = str(_sqlite_path(db))
     path = Path(db or DEFAULT_LOG)
     if db is None and must_exist and not path.exists():
         path = find_log() or path

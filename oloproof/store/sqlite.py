@@ -176,7 +176,8 @@ class SQLiteStore(EventStore):
         ours = {name: _normal(sql) for name, sql in _TRIGGERS.items()}
         foreign = [
             f"{name} (on {table})"
-            for name, table, sql in self._conn.execute("SELECT name, tbl_name, sql FROM sqlite_master WHERE type='trigger'")
+            for name, table, sql in self._conn.execute(
+                "SELECT name, tbl_name, sql FROM sqlite_master WHERE type='trigger'")
             if ours.get(name) != _normal(sql or "")
         ]
         if foreign:
