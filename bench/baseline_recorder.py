@@ -50,10 +50,10 @@ def main() -> None:
             steps = []
 
             def call(name, fn, **kw):
-                steps.append({"type": "step", "index": len(steps) + 1, "kind": "tool_call",
+                steps.append({"type": "step", "index": len(steps) + 1, "kind": "tool_call",  # noqa: B023 - called within this iteration
                               "tool_name": name, "arguments": kw})
                 result = fn(**kw)
-                steps.append({"type": "step", "index": len(steps) + 1, "kind": "tool_result",
+                steps.append({"type": "step", "index": len(steps) + 1, "kind": "tool_result",  # noqa: B023 - called within this iteration
                               "tool_name": name, "result": result})
                 return result
 

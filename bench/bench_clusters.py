@@ -54,7 +54,8 @@ def derived_cost(sources: int = 2000) -> None:
                                capture_output=True, check=False)
                 times.append(time.perf_counter() - t0)
             best[name] = min(times)
-            print(f"{name:24s} {2 * sources} cases: {best[name]:.2f} s ({best[name] / (2 * sources) * 1e6:.0f} µs/case)")
+            print(f"{name:24s} {2 * sources} cases: {best[name]:.2f} s "
+                  f"({best[name] / (2 * sources) * 1e6:.0f} µs/case)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

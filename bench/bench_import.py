@@ -51,7 +51,8 @@ def trace_spans(n: int) -> list[dict]:
               "startTimeUnixNano": str(t0), "endTimeUnixNano": str(t0 + 10**8), "attributes": [
                   _attr("gen_ai.operation.name", "invoke_agent"), _attr("gen_ai.agent.name", "support"),
                   _attr("gen_ai.input.messages", json.dumps([{"role": "user", "content": f"refund ORD-{n}"}])),
-                  _attr("gen_ai.output.messages", json.dumps([{"role": "assistant", "content": "Refunded 20.00 EUR"}]))],
+                  _attr("gen_ai.output.messages",
+                        json.dumps([{"role": "assistant", "content": "Refunded 20.00 EUR"}]))],
               "status": {}}]
     kids = [("chat", {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-x",
                       "gen_ai.usage.input_tokens": 300, "gen_ai.usage.output_tokens": 20})]

@@ -117,7 +117,8 @@ def main() -> None:
                 t0 = time.perf_counter()
                 appends = []
                 for change in (None, change_for(plan, "refund", "error")):
-                    needed = Needed(cache_key(system.name, system.version, view.fingerprint, plan, change), plan, change)
+                    needed = Needed(cache_key(system.name, system.version, view.fingerprint, plan, change),
+                                    plan, change)
                     head = replay_started(slot, view, stream, needed)
                     payloads, types = run_replay(slot, view, plan, change)
                     appends.append(StreamAppend(PREFIX + needed.key, 0, [encode(head), *payloads],

@@ -75,7 +75,8 @@ def _tool_payloads(k: int) -> tuple[str, str]:
                        "amount": {"value": 49.9 + k % 7, "currency": "EUR"}, "notify": True,
                        "channel": "email", "idempotency_key": f"refund-{k:06d}-a1b2c3d4"})
     result = json.dumps({"ok": True, "order": {"id": f"ORD-{k:06d}", "status": "refunded", "placed": "2026-03-01",
-                                               "items": [{"sku": f"SKU-{k + j:05d}", "qty": 1 + j, "price": 12.5 * (j + 1)}
+                                               "items": [{"sku": f"SKU-{k + j:05d}", "qty": 1 + j,
+                                                          "price": 12.5 * (j + 1)}
                                                          for j in range(3)]},
                          "refund": {"id": f"re_{k:012x}", "amount": 49.9, "currency": "EUR", "state": "succeeded",
                                     "created": "2026-03-02T10:11:12Z"},

@@ -311,26 +311,26 @@ class AttributionRecorded(Event, frozen=True, tag="attribution.v1"):
     attributed_at: str
 
 
-AnyEvent = Union[
-    RunStarted,
-    RunResumed,
-    RunFinished,
-    RunSealed,
-    RunPinned,
-    CaseStarted,
-    StepRecorded,
-    ConstraintRecorded,
-    CheckpointRecorded,
-    TrajectoryRecorded,
-    EffectRecorded,
-    EvidenceRecorded,
-    UsageRecorded,
-    EnvironmentStateRecorded,
-    CaseFinished,
-    ReplayStarted,
-    ReplayFinished,
-    AttributionRecorded,
-]
+AnyEvent = (
+    RunStarted
+    | RunResumed
+    | RunFinished
+    | RunSealed
+    | RunPinned
+    | CaseStarted
+    | StepRecorded
+    | ConstraintRecorded
+    | CheckpointRecorded
+    | TrajectoryRecorded
+    | EffectRecorded
+    | EvidenceRecorded
+    | UsageRecorded
+    | EnvironmentStateRecorded
+    | CaseFinished
+    | ReplayStarted
+    | ReplayFinished
+    | AttributionRecorded
+)
 
 #: An upcaster turns the decoded dict of one schema version into the dict of the next one
 #: (its ``type`` included): ``old tag -> (next tag, function)``. Upcasters chain, so a v1
@@ -372,7 +372,7 @@ class Codec:
     def __init__(self, events: tuple[type[Event], ...], upcasters: Mapping[str, tuple[str, Upcaster]]):
         self.events = events
         self.upcasters = dict(upcasters)
-        union = Union[events]  # type: ignore[valid-type]
+        union = Union[events]  # type: ignore[valid-type]  # noqa: UP007 - built from a runtime tuple of types
         self._one = msgspec.json.Decoder(union)
         self._many = msgspec.json.Decoder(list[union])
         self._union = union
@@ -437,7 +437,7 @@ class Codec:
         :class:`~oloproof.errors.CorruptLogError` naming the stream and the sequence."""
         try:
             return self.decode_many(payloads)
-        except Exception:
+        except Exception:  # noqa: BLE001 - any fast-path failure falls back to the per-payload decode below
             pass
         from oloproof.errors import CorruptLogError
 

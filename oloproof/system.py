@@ -262,7 +262,8 @@ class Resumable(abc.ABC):
 
 
 def _is_async(fn: Any) -> bool:
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None))  # noqa: B004 - reads the __call__ method itself, not a callability test
 
 
 def _resume_only(case: Any) -> Any:

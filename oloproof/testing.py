@@ -82,7 +82,8 @@ class StoreContract:
         log.append("r1/c", 0, events)
         assert log.read("r1/c") == events and log.first("r1/c") == events[0] and log.last("r1/c") == events[1]
         assert list(log.streams("r1/")) == [("r1/c", events)] and list(log.heads("r1/")) == [("r1/c", events[0])]
-        assert log.last_of("r1/c", CaseFinished, "an end") == events[1] and log.last_of("nope", CaseFinished, "x") is None
+        assert log.last_of("r1/c", CaseFinished, "an end") == events[1] \
+            and log.last_of("nope", CaseFinished, "x") is None
         with pytest.raises(CorruptLogError, match="is not a step"):
             log.last_of("r1/c", StepRecorded, "a step")
         log.append_at_end("r1/c", CaseFinished(None, "again"))

@@ -180,7 +180,8 @@ def test_replays_of_concurrent_calls(cli, tmp_path):
     # the first refund (order o2-0) got the fault; the third, in another task, ran live
     assert refunds[0]["result"] == {"error": {"type": "ToolError", "message": "refund failed"}}
     assert refunds[1]["result"] == {"status": "refunded"}
-    assert case2[-1]["type"] == "replay_finished.v1" and case2[-1]["output"]["outcomes"] == ["escalated", "denied", "refunded"]
+    assert case2[-1]["type"] == "replay_finished.v1"
+    assert case2[-1]["output"]["outcomes"] == ["escalated", "denied", "refunded"]
     # the checkpoint the replays resumed from: just before the agent started its tasks
     assert case2[0]["checkpoint_step"] == 1
 
@@ -214,7 +215,8 @@ async def run(case):
     p = project(tmp_path, "tasks", app, cases=[{"id": "x", "input": {}}], config=config)
     r = cli("run", "--json", "r.json", cwd=p)
     assert r.exit_code == 0, r.output
-    assert json.loads((p / "r.json").read_text())["cases"][0]["verdicts"]["agent_tool_ping_called"] == {"verdict": "pass"}
+    assert json.loads((p / "r.json").read_text())["cases"][0]["verdicts"]["agent_tool_ping_called"] == \
+        {"verdict": "pass"}
     steps = [json.loads(e) for e in streams(p / ".oloproof" / "log.db")["RUN/x"] if '"step.v1"' in e]
     assert [s["arguments"]["text"] for s in steps if s["kind"] == "message"] == [f"task {n} for x" for n in range(4)]
     assert [s["index"] for s in steps] == list(range(1, 13))
@@ -239,7 +241,8 @@ async def run(case):
     config = ("system: {name: t, version: '1', callable: app:run, records: [agent_trajectory/v1]}\n"
               "timeout: 0.3\n"
               "evaluators: [{type: contains, criterion: answer_correct, field: answer, expected_field: answer}]\n")
-    cases = [{"id": f"c{i}", "input": {"seconds": s}, "expected": {"answer": "ok"}} for i, s in enumerate([0, 30, 0.01])]
+    cases = [{"id": f"c{i}", "input": {"seconds": s}, "expected": {"answer": "ok"}}
+             for i, s in enumerate([0, 30, 0.01])]
     p = project(tmp_path, "slow", app, cases=cases, config=config)
     import time
 

@@ -112,7 +112,8 @@ def test_an_output_never_replaces_the_projects_own_files(cli, blank, args, needl
 def test_the_pytest_plugin_escapes_recorded_text(blank, tmp_path):
     from tests.test_pytest_plugin import pytest_in
 
-    edit(blank / "app.py", '        note = case.input["note"].strip()', '        raise ValueError("\\x1b[31mred\\rback")')
+    edit(blank / "app.py", '        note = case.input["note"].strip()',
+         '        raise ValueError("\\x1b[31mred\\rback")')
     r = pytest_in(tmp_path, "--oloproof", "blank")
     assert r.returncode == 1
     assert "\x1b[31m" not in r.stdout and "\\x1b[31mred\\x0dback" in r.stdout

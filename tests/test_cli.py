@@ -67,7 +67,8 @@ def test_copy_example_outside_target_is_refused(tmp_path, monkeypatch):
     monkeypatch.setitem(examples.EXAMPLES, "evil", "evil")
     real = examples.example_files
     monkeypatch.setattr(examples, "example_files",
-                        lambda name: (src, [src / "ok.py", src / ".." / ".." / "escape.py"]) if name == "evil" else real(name))
+                        lambda name: (src, [src / "ok.py", src / ".." / ".." / "escape.py"]) if name == "evil"
+                        else real(name))
     with pytest.raises(UsageError, match="outside"):
         examples.copy_example("evil", tmp_path / "target")
     assert not (tmp_path / "target" / "ok.py").exists()
@@ -118,7 +119,8 @@ def test_corrupt_log_is_exit_2(cli, tmp_path):
 def test_system_errors_are_missing_not_lost(cli, support_project):
     app = support_project / "app.py"
     app.write_text(app.read_text().replace(
-        "    steps = []\n", "    steps = []\n    if case.id == 'case_005':\n        raise ValueError('model timeout')\n", 1))
+        "    steps = []\n",
+        "    steps = []\n    if case.id == 'case_005':\n        raise ValueError('model timeout')\n", 1))
     r = cli("run", "--json", "r.json", cwd=support_project)
     assert r.exit_code == 1
     import json

@@ -295,25 +295,28 @@ def test_no_regression_statuses_from_the_evidence():
 
     one = Flips(regressions=["a"], paired=10, observed_pairs=10)
     assert statuses(RegressionEvidence("B", one)) == [("PASS", None), ("PASS", None)]
-    two = Flips(regressions=["a"], lost=["b"], to_missing=["b"], paired=10, observed_pairs=10)  # a lost case counts against
+    # a lost case counts against
+    two = Flips(regressions=["a"], lost=["b"], to_missing=["b"], paired=10, observed_pairs=10)
     assert statuses(RegressionEvidence("B", two))[0] == ("FAIL", "regressions_exceed_limit")
     many = Flips(regressions=[str(i) for i in range(8)], paired=10, observed_pairs=10)
     assert statuses(RegressionEvidence("B", many))[1] == ("FAIL", "significant_regression")  # p = 0.0078
-    balanced = Flips(regressions=[str(i) for i in range(8)], fixes=[f"f{i}" for i in range(8)], paired=16, observed_pairs=16)
+    balanced = Flips(regressions=[str(i) for i in range(8)], fixes=[f"f{i}" for i in range(8)],
+                     paired=16, observed_pairs=16)
     assert statuses(RegressionEvidence("B", balanced))[1] == ("PASS", None)
     # zero pairs are no evidence: never a PASS, whatever else the flips say (SPEC §18.1)
     assert statuses(RegressionEvidence("B", Flips())) == [("INSUFFICIENT_EVIDENCE", "too_few_pairs")] * 2
     assert statuses(RegressionEvidence("B", Flips(lost=["b"], to_missing=["b"]), candidate_cases=40)) == \
         [("INSUFFICIENT_EVIDENCE", "too_few_pairs")] * 2
     # the default is half of the candidate's cases, rounded up: 20 of 39 pair, 19 do not
-    assert statuses(RegressionEvidence("B", Flips(paired=20, observed_pairs=20), candidate_cases=39)) == [("PASS", None)] * 2
+    assert statuses(RegressionEvidence("B", Flips(paired=20, observed_pairs=20), candidate_cases=39)) == \
+        [("PASS", None)] * 2
     assert statuses(RegressionEvidence("B", Flips(paired=19, observed_pairs=19), candidate_cases=39)) == \
         [("INSUFFICIENT_EVIDENCE", "too_few_pairs")] * 2
     strict = ReleaseConfig.model_validate({"rules": [
         {"name": "n", "criterion": "c", "no_regression": {"baseline": "pin:x", "max_regressions": 1,
                                                           "min_paired": 30}}]})
-    gate = judge_gate(strict, row, GateContext(regressions={"n": RegressionEvidence("B", Flips(paired=29, observed_pairs=29),
-                                                                                    candidate_cases=40)}))
+    gate = judge_gate(strict, row, GateContext(regressions={
+        "n": RegressionEvidence("B", Flips(paired=29, observed_pairs=29), candidate_cases=40)}))
     assert (gate.rules[0].status, gate.rules[0].reason) == ("INSUFFICIENT_EVIDENCE", "too_few_pairs")
     assert gate.rules[0].detail == "29 of 40 cases paired with B and observed in both (same id and fingerprint) " \
                                    "< 30 needed"

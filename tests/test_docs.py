@@ -22,7 +22,7 @@ def test_fault_table_matches_the_fault_results():
 
 
 def test_every_command_is_in_the_readme_table():
-    for name, command in cli.commands.items():
+    for name, _command in cli.commands.items():
         assert re.search(rf"^\| `oloproof {name}\b", README, re.M), name
 
 

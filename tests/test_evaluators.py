@@ -162,7 +162,8 @@ def test_third_party_evaluators_load_from_entry_points(tmp_path, monkeypatch):
         "    def judge(self, case):\n        return PASS\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     ep = importlib.metadata.EntryPoint(name="always_pass", value="myplugin", group="oloproof.evaluators")
-    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group=None: [ep] if group == "oloproof.evaluators" else [])
+    monkeypatch.setattr(importlib.metadata, "entry_points",
+                        lambda group=None: [ep] if group == "oloproof.evaluators" else [])
     config = ProjectConfig.model_validate({"system": {"name": "s", "version": "1", "callable": "a:b"},
                                            "evaluators": [{"type": "always_pass"}]})
     try:

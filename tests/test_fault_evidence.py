@@ -184,7 +184,8 @@ def test_a_system_without_release_evidence_still_gets_the_harness_denial(cli, tm
     app = app.replace('        current_case().effect("charge", idempotency_key=key, applied=applied)\n', "")
     app = app.replace('        current_case().deliverable("payment", exists=c > 0, contract_ok=c == order["amount"])\n',
                       "")
-    app = app.replace("                current_case().wait(owner=\"payments-team\", deadline=\"2030-01-01T00:00:00Z\",\n"
+    app = app.replace("                current_case().wait(owner=\"payments-team\", "
+                      "deadline=\"2030-01-01T00:00:00Z\",\n"
                       "                                    resume_token=key)\n", "")
     p = project(tmp_path, [{"id": "d", "input": {"policy": "ignores"}, "initial_state": START,
                             "fault": {"tool": "charge", "kind": "denied"}}])

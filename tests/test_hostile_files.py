@@ -71,7 +71,8 @@ def tiny(tmp_path: Path, n: int = 6, config: str = CONFIG) -> Path:
     return p
 
 
-def oloproof(*args: str | bytes, cwd: Path, env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+def oloproof(*args: str | bytes, cwd: Path, env: dict | None = None,
+             timeout: float = 60) -> subprocess.CompletedProcess:
     """The real command in its own process (a hang is a timeout, not a stuck test run)."""
     return subprocess.run([sys.executable, "-m", "oloproof", *args], cwd=cwd, capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, "COLUMNS": "200", **(env or {})})

@@ -667,7 +667,8 @@ def test_encode_recorded_names_the_path():
 
     assert problem({"items": [1, None, {"price": float("nan")}]}) == \
         "output.items[2].price: NaN is not allowed (JSON has no NaN)"
-    assert problem({"weird key": [float("inf")]}) == "output['weird key'][0]: Infinity is not allowed (JSON has no Infinity)"
+    assert problem({"weird key": [float("inf")]}) == \
+        "output['weird key'][0]: Infinity is not allowed (JSON has no Infinity)"
     loop: list = [1]
     loop.append({"back": loop})
     assert problem(loop) == "output[1].back: the value contains itself (a self-reference cannot be stored as JSON)"

@@ -176,7 +176,8 @@ def test_ctrl_c_stops_cleanly_and_the_run_resumes(tmp_path, executor):
     write(tmp_path / "app.py", SLOW)
     write(tmp_path / "oloproof.yaml", "system: {name: slow, version: '1', callable: app:run, "
                                       "records: [agent_trajectory/v1]}\nevaluators:\n"
-                                      "  - {type: contains, criterion: answer_correct, field: answer, expected_field: answer}\n")
+                                      "  - {type: contains, criterion: answer_correct, field: answer, "
+                                      "expected_field: answer}\n")
     write(tmp_path / "cases.jsonl", "".join(json.dumps({"id": f"c{i:03d}", "input": {}, "expected": {"answer": "ok"}})
                                             + "\n" for i in range(200)))
     proc = subprocess.Popen([sys.executable, "-m", "oloproof", "run", *executor], cwd=tmp_path,
@@ -206,7 +207,8 @@ def test_ctrl_c_stops_cleanly_and_the_run_resumes(tmp_path, executor):
     assert runs[0]["status"] == "incomplete"
     assert f"oloproof run --resume {runs[0]['run_id']}" in err  # the message names the run to resume
     conn = sqlite3.connect(db)
-    errored = conn.execute("SELECT COUNT(*) FROM events WHERE type = 'case_finished.v2' AND payload LIKE '%error%'").fetchone()[0]
+    errored = conn.execute("SELECT COUNT(*) FROM events WHERE type = 'case_finished.v2' "
+                           "AND payload LIKE '%error%'").fetchone()[0]
     conn.close()
     assert errored == 0, err  # the Ctrl-C was nobody's case error
     done = subprocess.run([sys.executable, "-m", "oloproof", "run", "--resume", runs[0]["run_id"], "--json", "r.json",
@@ -383,7 +385,8 @@ def test_a_killed_driver_leaves_no_worker_behind_and_the_run_resumes(tmp_path):
     write(tmp_path / "app.py", SLOW)
     write(tmp_path / "oloproof.yaml", "system: {name: slow, version: '1', callable: app:run, "
                                       "records: [agent_trajectory/v1]}\nevaluators:\n"
-                                      "  - {type: contains, criterion: answer_correct, field: answer, expected_field: answer}\n")
+                                      "  - {type: contains, criterion: answer_correct, field: answer, "
+                                      "expected_field: answer}\n")
     write(tmp_path / "cases.jsonl", "".join(json.dumps({"id": f"c{i:03d}", "input": {}, "expected": {"answer": "ok"}})
                                             + "\n" for i in range(120)))
     proc = subprocess.Popen([sys.executable, "-m", "oloproof", "run", "--workers", "2"], cwd=tmp_path,
@@ -467,7 +470,8 @@ def test_a_system_that_cannot_travel_to_workers_is_a_config_error(cli, tmp_path)
     r = cli("run", "--workers", "2", cwd=tmp_path)
     assert r.exit_code == 2 and "cannot be sent to worker processes" in r.output and "factory" in r.output
     assert sqlite3.connect(tmp_path / ".oloproof" / "log.db").execute("SELECT COUNT(*) FROM events").fetchone()[0] == 0
-    write(tmp_path / "oloproof.yaml", config.replace("callable: app:agent", "callable: app:agent, factory: app:new_agent"))
+    write(tmp_path / "oloproof.yaml",
+          config.replace("callable: app:agent", "callable: app:agent, factory: app:new_agent"))
     r, v = results(cli, tmp_path, "--workers", "2")
     assert r.exit_code == 0 and v == {"a": {"verdict": "pass"}}
 
@@ -557,7 +561,8 @@ def test_two_faults_on_one_call_share_its_control_replay(cli, tmp_path):
         r = cli("run", "--json", "r.json", *executor, cwd=p)
         assert r.exit_code == 1, r.output  # the example's gate blocks; the run itself is sound
         crit = {c["criterion"]: c for c in json.loads((p / "r.json").read_text())["criteria"]}
-        assert crit["recovers_from_timeout_at_issue_refund"]["observed"] == crit["recovers_from_error_at_issue_refund"]["observed"] > 0
+        assert crit["recovers_from_timeout_at_issue_refund"]["observed"] \
+            == crit["recovers_from_error_at_issue_refund"]["observed"] > 0
     conn = sqlite3.connect(p / ".oloproof" / "log.db")
     kinds = conn.execute("SELECT json_extract(payload, '$.kind'), COUNT(*) FROM events WHERE stream LIKE 'replay/%' "
                          "AND seq = 0 GROUP BY 1").fetchall()
@@ -585,10 +590,12 @@ def test_only_the_cases_that_kill_their_worker_are_worker_died(cli, tmp_path, ex
         pytest.importorskip("distributed")
     n = 30 if "dask" in executor else 120
     write(tmp_path / "app.py", KILLERS)
-    write(tmp_path / "oloproof.yaml", "system: {name: k, version: '1', callable: app:run, records: [agent_trajectory/v1]}\n"
+    write(tmp_path / "oloproof.yaml", "system: {name: k, version: '1', callable: app:run, "
+                                      "records: [agent_trajectory/v1]}\n"
                                       "evaluators:\n  - {type: contains, criterion: answer_correct, field: answer, "
                                       "expected_field: answer}\n")
-    write(tmp_path / "cases.jsonl", "".join(json.dumps({"id": f"c{i:03d}", "input": {"i": i}, "expected": {"answer": "ok"}})
+    write(tmp_path / "cases.jsonl", "".join(json.dumps({"id": f"c{i:03d}", "input": {"i": i},
+                                                        "expected": {"answer": "ok"}})
                                             + "\n" for i in range(n)))
     r, v = results(cli, tmp_path, *executor)
     died = sorted(c for c, x in v.items() if x == {"verdict": "missing", "reason": "worker_died"})

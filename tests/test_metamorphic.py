@@ -154,9 +154,12 @@ BAD = {
     "tilde": (lambda c: c.replace("{name: shout,", "{name: sh~out,").replace("transform: shout", "transform: sh~out"),
               "must not contain '~'"),
     "two names": (lambda c: c.replace("       minimum_validity: 0.8}", "       minimum_validity: 0.8}\n"
-                                      "    - {name: shout, field: message, template: '{value}!'}"), "two transforms are named"),
-    "unknown transform": (lambda c: c.replace("transform: shout}\n  - {type: metamorphic_relation, relation: same_output",
-                                              "transform: shoot}\n  - {type: metamorphic_relation, relation: same_output"),
+                                      "    - {name: shout, field: message, template: '{value}!'}"),
+                  "two transforms are named"),
+    "unknown transform": (lambda c: c.replace("transform: shout}\n"
+                                              "  - {type: metamorphic_relation, relation: same_output",
+                                              "transform: shoot}\n"
+                                              "  - {type: metamorphic_relation, relation: same_output"),
                           "did you mean 'shout'"),
     "missing field": (lambda c: c.replace("field: message", "field: mesage"), "do not have: 'c00', 'c01'"),
 }

@@ -105,10 +105,12 @@ def test_bad_permissions_and_routes(cli, tmp_path):
 def test_handoff_without_receiver_is_rejected_when_recorded(cli, tmp_path):
     app = ("from oloproof import AgentStep, AgentTrajectory, current_case\n"
            "def run(case):\n"
-           "    current_case().agent_trajectory(AgentTrajectory((AgentStep(1, 'handoff', agent='triage'),), 'success'))\n"
+           "    current_case().agent_trajectory(AgentTrajectory((AgentStep(1, 'handoff', agent='triage'),), "
+           "'success'))\n"
            "    return {}\n")
     write(tmp_path / "app.py", app)
-    write(tmp_path / "oloproof.yaml", "system: {name: s, version: '1', callable: app:run, records: [agent_trajectory/v1]}\n"
+    write(tmp_path / "oloproof.yaml", "system: {name: s, version: '1', callable: app:run, "
+                                      "records: [agent_trajectory/v1]}\n"
                                       "evaluators:\n  - {type: agent_route}\n")
     write(tmp_path / "cases.jsonl", '{"id": "a", "input": {}, "expected": {"route": ["triage"]}}\n')
     r = cli("run", "--json", "r.json", cwd=tmp_path)
@@ -133,12 +135,12 @@ def test_triage_example_reproduces_the_seed(cli, tmp_path):
     target = tmp_path / "triage"
     copy_example("triage_agents", target)
     r = cli("run", "--json", "r.json", cwd=target)
-    lines = [cells(l) for l in r.output.splitlines() if l.startswith("│")]
+    lines = [cells(line) for line in r.output.splitlines() if line.startswith("│")]
     for expected in SEED.splitlines():
         assert cells(expected) in lines, expected
     data = json.loads((target / "r.json").read_text())
     by = {c["case_id"]: c for c in data["cases"]}
-    cases = [json.loads(l) for l in (target / "cases.jsonl").read_text().splitlines()]
+    cases = [json.loads(line) for line in (target / "cases.jsonl").read_text().splitlines()]
     tech_refunds = [c["id"] for c in cases if c["input"]["behaviour"] == "tech_refund"]
     assert len(tech_refunds) == 2
     for cid in tech_refunds:  # the right answer from a system that broke its own permissions

@@ -47,7 +47,8 @@ def refund_traces(t: Traces, n: int = 3) -> None:
                 "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support",
                 "gen_ai.input.messages": json.dumps([{"role": "user", "content": f"refund ORD-{k}"}]),
                 "gen_ai.output.messages": json.dumps([{"role": "assistant",
-                                                       "parts": [{"type": "text", "content": "Refunded 20.00 EUR"}]}])}):
+                                                       "parts": [{"type": "text",
+                                                                  "content": "Refunded 20.00 EUR"}]}])}):
             with t.span("chat gpt-x", **{"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-x",
                                          "gen_ai.usage.input_tokens": 120, "gen_ai.usage.output_tokens": 9}):
                 pass
@@ -133,8 +134,10 @@ def test_openinference_spans_map_too(cli, tmp_path):
 def test_a_nested_agent_is_a_handoff_and_back(cli, tmp_path):
     t = Traces()
     with t.span("invoke_agent triage", **{"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "triage"}):
-        with t.span("invoke_agent billing", **{"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "billing"}):
-            with t.span("execute_tool refund", **{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "refund"}):
+        with t.span("invoke_agent billing",
+                    **{"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "billing"}):
+            with t.span("execute_tool refund",
+                        **{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "refund"}):
                 pass
     assert cli("import", "otel", str(t.write(tmp_path / "h.jsonl")), cwd=tmp_path).exit_code == 0
     [case] = views(tmp_path)
@@ -176,7 +179,8 @@ HOSTILE = [
      '{"traceId": "4bf92f3577b34da6a3ce929d0e0e4736", "spanId": "00000000000000aa", '
      '"parentSpanId": "00000000000000aa", "name": "execute_tool t"}]}]}]}', "appears twice in trace"),
     ('{"resourceSpans": [{"scopeSpans": [{"spans": ['
-     '{"traceId": "4bf92f3577b34da6a3ce929d0e0e4736", "spanId": "00000000000000aa", "parentSpanId": "00000000000000bb"},'
+     '{"traceId": "4bf92f3577b34da6a3ce929d0e0e4736", "spanId": "00000000000000aa", '
+     '"parentSpanId": "00000000000000bb"},'
      '{"traceId": "4bf92f3577b34da6a3ce929d0e0e4736", "spanId": "00000000000000bb", '
      '"parentSpanId": "00000000000000aa"}]}]}]}', "parent links loop back"),
     # Oloproof's own attributes with the wrong types would store events no reader can decode
@@ -184,7 +188,8 @@ HOSTILE = [
      '"spanId": "00000000000000aa", "name": "invoke_agent a", "attributes": ['
      '{"key": "gen_ai.operation.name", "value": {"stringValue": "invoke_agent"}},'
      '{"key": "oloproof.case_id", "value": {"stringValue": "c1"}},'
-     '{"key": "oloproof.metadata", "value": {"stringValue": "5"}}]}]}]}]}', "oloproof.metadata: expected a JSON object"),
+     '{"key": "oloproof.metadata", "value": {"stringValue": "5"}}]}]}]}]}',
+     "oloproof.metadata: expected a JSON object"),
 ]
 
 
@@ -344,8 +349,10 @@ def test_spans_outside_every_agent_invocation_are_kept_not_dropped(cli, tmp_path
     metadata (with the trace's first case), never dropped silently."""
     t = Traces()
     with t.span("POST /chat", **{"http.method": "POST"}):
-        with t.span("invoke_agent support", **{"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support"}):
-            with t.span("execute_tool lookup", **{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup"}):
+        with t.span("invoke_agent support",
+                    **{"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support"}):
+            with t.span("execute_tool lookup",
+                        **{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup"}):
                 pass
         with t.span("invoke_agent audit", **{"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "audit"}):
             pass

@@ -106,12 +106,13 @@ class Desk(Stateful):
         return {"answer": result["messages"][-1].content}
 '''
 
-CONFIG = """system: {name: refunds, version: "1", callable: app:Desk, records: [agent_trajectory/v1, environment_state/v1]}
+CONFIG = ('system: {name: refunds, version: "1", callable: app:Desk, '
+          """records: [agent_trajectory/v1, environment_state/v1]}
 cases: cases.jsonl
 evaluators:
   - {type: state_matches, mode: subset}
   - {type: agent_tool_called, tool_name: issue_refund}
-"""
+""")
 
 CASES = [("ord-0", "careful", "delivered", "refunded"), ("ord-1", "hasty", "lost", "lost"),
          ("ord-2", "careful", "delivered", "refunded")]

@@ -65,12 +65,13 @@ class Desk(Stateful):
         return {"answer": result.output}
 '''
 
-CONFIG = """system: {name: refunds, version: "1", callable: app:Desk, records: [agent_trajectory/v1, environment_state/v1]}
+CONFIG = ('system: {name: refunds, version: "1", callable: app:Desk, '
+          """records: [agent_trajectory/v1, environment_state/v1]}
 cases: cases.jsonl
 evaluators:
   - {type: state_matches, mode: subset}
   - {type: agent_tool_called, tool_name: lookup_order}
-"""
+""")
 
 
 @pytest.fixture
@@ -174,7 +175,8 @@ def run(case):
 def test_each_case_starts_afresh_and_mixed_agent_naming_never_errors_a_case(cli, tmp_path):
     p = tmp_path / "spans"
     write(p / "app.py", SPANS)
-    write(p / "oloproof.yaml", "system: {name: spans, version: '1', callable: app:run, records: [agent_trajectory/v1]}\n"
+    write(p / "oloproof.yaml", "system: {name: spans, version: '1', callable: app:run, "
+                               "records: [agent_trajectory/v1]}\n"
                                "cases: cases.jsonl\n")
     write(p / "cases.jsonl", "".join(json.dumps({"id": i, "input": {"kind": k}}) + "\n" for i, k in
                                      [("a", "abandon"), ("b", "normal"), ("c", "preflight"), ("d", "normal")]))

@@ -97,7 +97,8 @@ def test_the_fast_path_takes_the_common_shapes_itself(monkeypatch):
     monkeypatch.setattr(otlp, "_slow_line", slow)
     got = otlp.line_spans(raw, "t.jsonl", 3)
     assert fields(got) == expected
-    assert got[0].error == "boom" and got[1].attributes == {"n": 12, "b": False} and got[1].resource == {"service.name": "svc"}
+    assert got[0].error == "boom" and got[1].attributes == {"n": 12, "b": False}
+    assert got[1].resource == {"service.name": "svc"}
     assert got[1].where == "t.jsonl:3: resourceSpans[0].scopeSpans[0].spans[1]"
 
 

@@ -182,7 +182,8 @@ def test_v1_on_its_own_prefix_repeats_the_critical_forbidden_action(cli, shop):
 def test_a_candidate_that_leaves_the_frozen_path_is_missing_not_failed(cli, shop):
     created(cli, shop)
     # another first call than the frozen tape's: it never reaches the boundary
-    (shop / "app.py").write_text(APP.replace("        found, done = [], []\n", "        found, done = [], []\n        self.lookup('o1')\n"))
+    (shop / "app.py").write_text(APP.replace("        found, done = [], []\n",
+                                             "        found, done = [], []\n        self.lookup('o1')\n"))
     data = prefix_results(cli, shop)
     assert verdict(data) == {"verdict": "missing", "reason": "diverged"}
     assert verdict(data, "no_critical_forbidden_action") == {"verdict": "missing", "reason": "diverged"}
@@ -515,8 +516,8 @@ def test_concurrent_attributions_all_land(shop):
 def test_an_interrupted_prefix_run_is_finished_by_prefix_run(cli, shop):
     created(cli, shop)
     from oloproof.app.prefix import load_prefix_project
-    from oloproof.app.runs import resume_command
     from oloproof.app.run import _Driver, utc_now  # noqa: F401
+    from oloproof.app.runs import resume_command
     from oloproof.events import RunStarted, encode, tag_of
     from oloproof.store import SQLiteStore, StreamAppend
 

@@ -149,7 +149,8 @@ def test_the_tape_answers_calls_before_the_checkpoint_without_executing(cli, tmp
     heads = [json.loads(r[0]) for r in conn.execute(
         "SELECT payload FROM events WHERE stream LIKE 'replay/%' AND seq = 0 ORDER BY pos")]
     assert [h["kind"] for h in heads] == ["control", "fault"]
-    assert all(h["checkpoint_step"] == 4 and h.get("method", "tape") == "tape" for h in heads)  # think: 1 step, lookup: 2
+    # think: 1 step, lookup: 2
+    assert all(h["checkpoint_step"] == 4 and h.get("method", "tape") == "tape" for h in heads)
     assert heads[0].get("change") is None
     assert heads[1]["change"] == {"step_index": 4, "tool_name": "refund", "fault": "error",
                                   "result": {"error": {"type": "ToolError", "message": "refund failed"}}}
@@ -184,7 +185,8 @@ def test_control_divergence_reports_the_first_differing_step(tmp_path):
     from oloproof.views import CaseView, ReplayView, TrajectoryView
 
     def traj(arg):
-        return TrajectoryView([StepRecorded(1, "tool_call", "a", {"x": 1}), StepRecorded(2, "tool_result", "a", None, 1),
+        return TrajectoryView([StepRecorded(1, "tool_call", "a", {"x": 1}),
+                               StepRecorded(2, "tool_result", "a", None, 1),
                                StepRecorded(3, "tool_call", "b", {"x": arg})], "success", False, None, [], [])
 
     recording = CaseView("c", 0, "f", {}, None, {}, {}, {}, trajectory=traj(1))
@@ -312,7 +314,8 @@ def test_a_tool_that_raised_raises_again_from_the_tape():
         return x
 
     tape = [StepRecorded(1, "tool_call", "flaky", {"x": 1}),
-            StepRecorded(2, "tool_result", "flaky", None, {"error": {"type": "IOError", "message": "disk"}}, raised=True)]
+            StepRecorded(2, "tool_result", "flaky", None, {"error": {"type": "IOError", "message": "disk"}},
+                         raised=True)]
     rec = TapeRecorder(Case("c", {}), tape, resume_at=3, change=None)
     token = _CURRENT.set(rec)
     try:
@@ -407,4 +410,5 @@ def test_stateful_example_fails_recovery(cli, tmp_path):
     assert rules["recovers"]["status"] == "FAIL"
     assert r.exit_code == 1
     c1 = next(c for c in data["cases"] if c["case_id"] == "ord-001")
-    assert c1["verdicts"]["recovers_from_error_at_issue_refund"] == {"verdict": "fail", "reason": "state_contradicts_claim"}
+    assert c1["verdicts"]["recovers_from_error_at_issue_refund"] == \
+        {"verdict": "fail", "reason": "state_contradicts_claim"}

@@ -84,7 +84,9 @@ def test_control_replay_reproduces_any_checkpoint(plan, which, fault):
     assert compare(view, control, cp.step_index).faithful
     tool_name = view.trajectory.steps[cp.step_index - 1].tool_name
     faulted = fold_replay(decode_many([encode(e) for e in
-                                       [started, *events(run_replay(system, view, p, change_for(p, tool_name, fault)))]]), "x")
+                                       [started,
+                                        *events(run_replay(system, view, p, change_for(p, tool_name, fault)))]]),
+                          "x")
     assert faulted.injected and not faulted.diverged
     # the tape before the fault is replayed step for step
     before = [s for s in view.trajectory.steps if s.index < cp.step_index]

@@ -168,7 +168,8 @@ def test_replays_are_searchable_and_name_the_case_they_replay(cli, tmp_path):
 
 
 def tiny_project(folder: Path) -> None:
-    write(folder / "oloproof.yaml", "system: {name: s, version: '1', callable: 'app:run', records: [agent_trajectory/v1]}\n"
+    write(folder / "oloproof.yaml", "system: {name: s, version: '1', callable: 'app:run', "
+                                    "records: [agent_trajectory/v1]}\n"
                                     "cases: cases.jsonl\nevaluators: []\n")
 
 
@@ -233,7 +234,8 @@ def test_an_import_is_searchable(cli, tmp_path):
                                    "attributes": [
                                        {"key": "gen_ai.operation.name", "value": {"stringValue": "execute_tool"}},
                                        {"key": "gen_ai.tool.name", "value": {"stringValue": "wipe_disk"}},
-                                       {"key": "gen_ai.tool.call.arguments", "value": {"stringValue": '{"disk": "sda"}'}}]}]}]}]}
+                                       {"key": "gen_ai.tool.call.arguments",
+                                        "value": {"stringValue": '{"disk": "sda"}'}}]}]}]}]}
     write(tmp_path / "t.jsonl", json.dumps(line) + "\n")
     assert cli("import", "otel", str(tmp_path / "t.jsonl"), cwd=tmp_path).exit_code == 0
     found = hits(cli, tmp_path, "sda")

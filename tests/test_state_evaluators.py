@@ -69,7 +69,8 @@ def test_subset_mode():
 
 def test_a_path_missing_from_the_recorded_state_is_reported_not_a_crash():
     ev = make("state_matches", mode="subset")
-    verdict, checks = ev.evaluate_paths(state_view({"orders": {}}, {"state": {"orders": {"ord-001": {"status": "x"}}}}, INITIAL))
+    verdict, checks = ev.evaluate_paths(state_view({"orders": {}}, {"state": {"orders": {"ord-001": {"status": "x"}}}},
+                                                   INITIAL))
     assert verdict[0] == "fail"
     assert checks[0].recorded is ABSENT and checks[0].note == "not in the recorded state"
 

@@ -200,7 +200,7 @@ def test_stateful_example(cli, tmp_path):
     assert all(c["verdicts"]["state_matches"] == {"verdict": "pass"} for c in sources)
     assert all(c["verdicts"]["other_order_untouched"] == {"verdict": "pass"} for c in sources)
     panel = cli("show", "latest", "ord-001")
-    line = next(l for l in panel.output.splitlines() if "orders.ord-001.status" in l)
+    line = next(row for row in panel.output.splitlines() if "orders.ord-001.status" in row)
     assert [c.strip() for c in line.strip().strip("│").split("│")] == [
         "state_matches", "orders.ord-001.status", "delivered", "refunded", "refunded", "pass"]
     assert "orders.ord-999" in panel.output and "issue_refund" in panel.output

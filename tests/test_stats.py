@@ -157,7 +157,8 @@ def test_incomplete_beta_and_its_inverse_match_scipy(seed):
             assert betaincinv(k + 1, n - k, 0.975) == pytest.approx(special.betaincinv(k + 1, n - k, 0.975), abs=2e-12)
         ne = rng.uniform(1.5, 3000)
         ke = rng.uniform(0.01, ne - 0.5)
-        assert betaincinv(ke, ne - ke + 1, 0.025) == pytest.approx(special.betaincinv(ke, ne - ke + 1, 0.025), abs=1e-12)
+        assert betaincinv(ke, ne - ke + 1, 0.025) == pytest.approx(special.betaincinv(ke, ne - ke + 1, 0.025),
+                                                                    abs=1e-12)
         a, b, x = rng.uniform(0.05, 2000), rng.uniform(0.05, 2000), rng.random()
         assert betainc(a, b, x) == pytest.approx(special.betainc(a, b, x), abs=1e-11)
         m = rng.randint(1, 3000)

@@ -143,7 +143,8 @@ def test_a_full_disk_rolls_the_batch_back_with_a_clear_error(tmp_path):
     s.commit([batch("r/a", 0, 2)])
     pages = s._conn.execute("PRAGMA page_count").fetchone()[0]
     s._conn.execute(f"PRAGMA max_page_count = {pages + 2}")
-    big = StreamAppend("r/big", 0, [b'{"type":"step.v1","index":0,"kind":"message","arguments":"' + b"x" * 200_000 + b'"}'],
+    big = StreamAppend("r/big", 0,
+                       [b'{"type":"step.v1","index":0,"kind":"message","arguments":"' + b"x" * 200_000 + b'"}'],
                        ["step.v1"])
     with pytest.raises(StoreError, match="the disk is full.*nothing of it was written"):
         s.commit([big, batch("r/b", 0, 2)])

@@ -149,7 +149,8 @@ def test_report_filters_and_opens_a_case_panel(cli, tmp_path, served, driver):
     wait(driver, "#panel table")
     panel = driver.find_element(By.ID, "panel")
     path_rows = [[td.text for td in tr.find_elements(By.TAG_NAME, "td")]
-                 for tr in panel.find_elements(By.XPATH, ".//h3[text()='Compared state paths']/following-sibling::table[1]//tbody/tr")]
+                 for tr in panel.find_elements(By.XPATH, ".//h3[text()='Compared state paths']"
+                                                         "/following-sibling::table[1]//tbody/tr")]
     assert ["state_matches", "orders.ord-020.status", "delivered", "delivered", "refunded", "fail"] in path_rows
     assert ["other_order_untouched", "orders.ord-999", '{"amount":25,"status":"delivered"}',
             '{"amount":25,"status":"delivered"}', '{"amount":25,"status":"delivered"}', "pass"] in path_rows
@@ -249,17 +250,17 @@ def test_export_jsonl(cli, tmp_path):
     cli("run", cwd=project)
     r = cli("export", "latest", "--format", "jsonl", "--out", "run.jsonl", cwd=project)
     assert r.exit_code == 0
-    lines = [json.loads(l) for l in (project / "run.jsonl").read_text().splitlines()]
-    records = {(l["record"], l["case_id"]) for l in lines}
+    lines = [json.loads(line) for line in (project / "run.jsonl").read_text().splitlines()]
+    records = {(rec["record"], rec["case_id"]) for rec in lines}
     assert ("agent_trajectory/v1", "ord-001") in records and ("environment_state/v1", "ord-001") in records
-    traj = next(l for l in lines if l["record"] == "agent_trajectory/v1" and l["case_id"] == "ord-001")
+    traj = next(rec for rec in lines if rec["record"] == "agent_trajectory/v1" and rec["case_id"] == "ord-001")
     assert [s["kind"] for s in traj["data"]["steps"]] == ["tool_call", "tool_result", "tool_call", "tool_result"]
     assert traj["data"]["steps"][0] == {"index": 1, "kind": "tool_call", "tool_name": "lookup_order",
                                         "arguments": {"order_id": "ord-001"}}
     assert traj["verdicts"]["state_matches"] == {"verdict": "pass"}
-    state = next(l for l in lines if l["record"] == "environment_state/v1" and l["case_id"] == "ord-001")
+    state = next(rec for rec in lines if rec["record"] == "environment_state/v1" and rec["case_id"] == "ord-001")
     assert state["data"]["state"]["orders"]["ord-001"]["status"] == "refunded"
-    assert len([l for l in lines if l["record"] == "agent_trajectory/v1"]) == 44
+    assert len([rec for rec in lines if rec["record"] == "agent_trajectory/v1"]) == 44
 
 
 def test_view_refuses_a_non_empty_folder(cli, tmp_path, support_run):

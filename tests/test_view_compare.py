@@ -243,7 +243,8 @@ def test_comparison_page_lists_the_flipped_cases_and_opens_both_panels(compared,
     assert [r[:4] for r in runs] == [[role, d[role]["run_id"], "support-agent", v]
                                      for role, v in (("base", "v1"), ("candidate", "v2"))]
     assert all(r[4].startswith("complete") for r in runs)
-    pairing = [tr.find_elements(By.TAG_NAME, "td")[1].text for tr in driver.find_elements(By.CSS_SELECTOR, "#pairing tbody tr")]
+    pairing = [tr.find_elements(By.TAG_NAME, "td")[1].text
+               for tr in driver.find_elements(By.CSS_SELECTOR, "#pairing tbody tr")]
     assert pairing == ["40", "0", "0", "0"]
     # the criteria table: both rates, the flips and p for every criterion of the diff
     table = {}
@@ -407,7 +408,8 @@ def test_an_incomplete_candidate_and_cases_on_one_side(tmp_path, served, driver)
     set_version(p, "v2")
     app = p / "app.py"
     app.write_text(app.read_text().replace("def run(case):\n", "def run(case):\n    if case.id == 'case_031':\n"
-                                           "        import os, signal\n        os.kill(os.getpid(), signal.SIGKILL)  # killed mid-run: no seal\n"))
+                                           "        import os, signal\n"
+                                           "        os.kill(os.getpid(), signal.SIGKILL)  # killed mid-run: no seal\n"))
     lines = (p / "cases.jsonl").read_text().splitlines()
     first = json.loads(lines[0])
     first["input"]["order_id"] = "ord-098"  # same id, another question
@@ -439,7 +441,8 @@ def test_an_incomplete_candidate_and_cases_on_one_side(tmp_path, served, driver)
     driver.execute_script("window.scrollTo(0, 0)")
     driver.find_element(By.CSS_SELECTOR, "#pairing a.case[data-case='case_001']").click()
     pair_shown(driver, "case_001")
-    assert '"order_id":"ord-002"' in text_of(driver, "#panel-base") and '"order_id":"ord-098"' in text_of(driver, "#panel-candidate")
+    assert '"order_id":"ord-002"' in text_of(driver, "#panel-base")
+    assert '"order_id":"ord-098"' in text_of(driver, "#panel-candidate")
     assert "fingerprint changed" in text_of(driver, "#pair-moves")
     # the candidate's own report opens with its own banner
     driver.find_element(By.ID, "tab-candidate").click()

@@ -41,7 +41,8 @@ PLANS = {
                         ("say", "tech"), ("handoff", "tech", "billing"), ("call", "billing", "lookup_order"),
                         ("call", "billing", "issue_refund")], "refunded"),
     "bounce": ([("say", "triage"), ("handoff", "triage", "billing"), ("call", "billing", "lookup_order")]
-               + [("handoff", "billing", "tech"), ("say", "tech"), ("handoff", "tech", "billing"), ("say", "billing")] * 5,
+               + [("handoff", "billing", "tech"), ("say", "tech"), ("handoff", "tech", "billing"),
+                  ("say", "billing")] * 5,
                "refunded"),
 }
 
@@ -64,7 +65,8 @@ def run(case):
             steps.append(AgentStep(len(steps) + 1, "handoff", agent=agent, to_agent=action[2]))
         else:
             tool = action[2]
-            arguments = {"query": case.input["request"]} if tool == "search_kb" else {"order_id": case.input["order_id"]}
+            arguments = ({"query": case.input["request"]} if tool == "search_kb"
+                         else {"order_id": case.input["order_id"]})
             steps.append(AgentStep(len(steps) + 1, "tool_call", agent=agent, tool_name=tool, arguments=arguments))
             steps.append(AgentStep(len(steps) + 1, "tool_result", agent=agent, tool_name=tool,
                                    result=TOOLS[tool](**arguments)))

@@ -105,7 +105,8 @@ def analysis_rows(store: EventStore, run_id: str) -> dict[str, list[dict[str, An
         rows["cases"].append({
             "case_id": view.case_id, "run_id": run_id, "position": view.position,
             "status": "error" if view.error else "ok", "error": view.error, "error_kind": view.error_kind,
-            "traceback": view.traceback, "terminal_status": t.terminal_status if t else None, "steps": len(t.steps) if t else None,
+            "traceback": view.traceback, "terminal_status": t.terminal_status if t else None,
+            "steps": len(t.steps) if t else None,
             "tool_calls": len(calls) if t else None, "first_tool": calls[0] if calls else None,
             "last_tool": calls[-1] if calls else None, "truncated": int(t.truncated) if t else None,
             "derived_from": source, "input": _json(view.input), "output": _json(view.output),

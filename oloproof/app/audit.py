@@ -135,7 +135,7 @@ def audit_run(store: EventStore, run_id: str, *, chains: bool = True) -> RunAudi
     for ev in stored:
         try:
             events.append(CODEC.decode(ev.payload))
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - any decode failure is reported as an audit problem
             problems.append(f"{run_id} #{ev.seq}: payload cannot be decoded ({_short(e)})")
             return audit
     if not isinstance(events[0], RunStarted):
@@ -219,7 +219,7 @@ def _deep_check(store: EventStore, prefixes: list[str], streams: list[str]) -> l
         for ev in source:
             try:
                 tag = written_tag(ev, CODEC.decode(ev.payload))
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - any decode failure is reported as an audit problem
                 out.append(f"{ev.stream} #{ev.seq}: payload cannot be decoded ({_short(e)})")
                 continue
             if tag != ev.type:
@@ -294,7 +294,8 @@ def require_intact(store: EventStore, run_id: str) -> RunAudit:
         load_run(store, run_id)  # an unknown run id: the usage error that names the known runs
     audit = audit_run(store, run_id)
     if audit.problems:
-        shown = "; ".join(audit.problems[:3]) + (f"; … {len(audit.problems) - 3} more" if len(audit.problems) > 3 else "")
+        shown = "; ".join(audit.problems[:3]) + (f"; … {len(audit.problems) - 3} more"
+                                                 if len(audit.problems) > 3 else "")
         raise CorruptLogError(f"run {run_id} fails its audit, so it is not reported: {shown} "
                               "(see 'oloproof audit verify')")
     return audit

@@ -130,8 +130,8 @@ def diff_runs(store: EventStore, base_ref: str, candidate_ref: str, *, allow_unp
         for label in labels:
             members = {k for k, c in cand_cases.items() if c.groups[j] == label}
             for c in common:
-                f = flips(verdicts(base_cases, base_suite, c, lambda r: r.case_id in members),
-                          verdicts(cand_cases, cand_suite, c, lambda r: r.case_id in members))
+                f = flips(verdicts(base_cases, base_suite, c, lambda r: r.case_id in members),  # noqa: B023 - called within this iteration
+                          verdicts(cand_cases, cand_suite, c, lambda r: r.case_id in members))  # noqa: B023 - called within this iteration
                 if f.regressions or f.fixes or f.to_missing or f.from_missing:
                     slices.append(SliceDiff(label, c, f))
     metrics = []

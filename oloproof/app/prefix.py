@@ -290,7 +290,8 @@ def default_actions(category: str | None, view: CaseView, tools: list[str], sett
                and (t in used or any(fnmatchcase(t, g) for g in settings.verification_tools))]
     question = {"message": r"\?\s*$", "note": "a clarifying question (a message that ends with a question mark)"}
     # a message claiming the work is done — not a question ("or is it done?")
-    claims_done = {"message": r"^(?![\s\S]*\?\s*$)[\s\S]*(?:" + "|".join(f"(?:{p})" for p in settings.success_patterns) + ")",
+    claims_done = {"message": r"^(?![\s\S]*\?\s*$)[\s\S]*(?:"
+                              + "|".join(f"(?:{p})" for p in settings.success_patterns) + ")",
                    "critical": True, "note": "a message claiming the work is done"}
     # a change tool the agent called with a path: changing a protected path with it is forbidden
     path_args: dict[str, str] = {}

@@ -399,7 +399,8 @@ def _inputs(project: Project, target: Any, outputs: Iterable[str | Path]) -> tup
         if path in skip or any(p in skip for p in path.parents):
             return False
         # a log's -wal/-shm/-journal and a --json file's temporary twin are outputs too
-        return not any(path.parent == w.parent and (path.name == w.name or path.name.startswith((w.name + "-", w.name + ".")))
+        return not any(path.parent == w.parent
+                       and (path.name == w.name or path.name.startswith((w.name + "-", w.name + ".")))
                        for w in written)
 
     walked: dict[str, Path] = {}
@@ -593,7 +594,8 @@ def named_tools(project: Project, info: SuiteInfo | None = None) -> list[NamedTo
             field = dotted(path)
             out.append(NamedTool(tool, project.locator.where(at + tuple(path)),
                                  f"{dotted(at)} ({ev.criterion}): field {quoted(field)}",
-                                 f"{getattr(ev, 'type_name', type(ev).__name__)}.{dotted(p for p in path if not isinstance(p, int))}",
+                                 f"{getattr(ev, 'type_name', type(ev).__name__)}."
+                                 f"{dotted(p for p in path if not isinstance(p, int))}",
                                  ConfigError))
     if info is not None:
         for tool, where, case_id in info.fault_tools:

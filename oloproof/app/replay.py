@@ -172,7 +172,8 @@ def replay_run(store: EventStore, project_dir: str, run_id: str, fault_spec: str
                     if new:
                         store.commit([StreamAppend(x.stream, 0, x.payloads, x.types) for x in new])
                     executed += len(new)
-                    extra = {x.stream[len(PREFIX):]: fold_replay(CODEC.decode_stream(x.stream, x.payloads), x.stream) for x in streams}
+                    extra = {x.stream[len(PREFIX):]: fold_replay(CODEC.decode_stream(x.stream, x.payloads), x.stream)
+                             for x in streams}
                     judge(done.job.tag, cache.collect(done.job.tag, [spec], extra=extra))
         stopped = False
     finally:

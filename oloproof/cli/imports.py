@@ -21,7 +21,8 @@ def command() -> None:
 @command.command("otel")
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--system", metavar="NAME", help="The system's name in the run (default: the traces' service.name).")
-@click.option("--version", "version", metavar="V", help="The system's version (default: service.version, or 'imported').")
+@click.option("--version", "version", metavar="V",
+              help="The system's version (default: service.version, or 'imported').")
 @click.option("--db", metavar="PATH", help=DB_HELP)
 @handled
 def otel(files: tuple[str, ...], system: str | None, version: str | None, db: str | None) -> None:
@@ -57,5 +58,6 @@ def otel(files: tuple[str, ...], system: str | None, version: str | None, db: st
 
     unmapped = (f"; {plural(out.unmapped, 'span')} outside the GenAI mapping kept in the cases' metadata"
                 if out.unmapped else "")
-    click.echo(f"imported {plural(out.spans, 'span')} as run {out.run_id} ({inline(out.system)} {inline(out.version)}): "
+    click.echo(f"imported {plural(out.spans, 'span')} as run {out.run_id} "
+               f"({inline(out.system)} {inline(out.version)}): "
                f"{plural(out.cases, 'case')}{unmapped}. Its log digest:\n{out.digest}")

@@ -115,7 +115,8 @@ def cli(debug: bool) -> None:
     click.get_current_context().call_on_close(restore_log_key)
 
 
-for module in (init, run, runs, show, evaluate, gate, diff, replay, view, export, audit, attribute, prefix, imports, search):
+for module in (init, run, runs, show, evaluate, gate, diff, replay, view, export, audit, attribute, prefix, imports,
+               search):
     cli.add_command(module.command)
 
 

@@ -203,8 +203,9 @@ def execute_run(load: Callable[[str], Any], *, json_path: str | None, db: str | 
         from oloproof.app.runs import selection_text
         from oloproof.report.terminal import command_text, print_command
 
-        print_command(out, command_text(f"partial run: {selection_text(project.selection)}; its gate cannot pass and it is "
-                               "no baseline — run the whole suite to decide a release"))
+        print_command(out, command_text(f"partial run: {selection_text(project.selection)}; "
+                                        "its gate cannot pass and it is "
+                                        "no baseline — run the whole suite to decide a release"))
     if extra is not None:
         out.print(extra)
     if outcome.errors:

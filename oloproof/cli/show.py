@@ -84,15 +84,18 @@ def command(run: str | None, case: str | None, json_path: str | None, failed: st
                                    min_support=report.suite.min_slice_support))
             imported = (report.run.started.config or {}).get("imported")
             if imported:
-                print_command(out, command_text(f"imported from OpenTelemetry traces ({', '.join(imported.get('files') or []) or '?'}): "
-                               "judged here by the evaluators that need no expected; to judge it with a "
-                               f"project's oloproof.yaml: 'oloproof eval {run_id} --project DIR --other-system'"))
+                print_command(out, command_text(
+                    "imported from OpenTelemetry traces "
+                    f"({', '.join(imported.get('files') or []) or '?'}): "
+                    "judged here by the evaluators that need no expected; to judge it with a "
+                    f"project's oloproof.yaml: 'oloproof eval {run_id} --project DIR --other-system'"))
             if json_path:
                 from oloproof.report.results import results_dict
 
                 s = report.run.started
                 write_json(json_path, results_dict(run_id, s.system_name, s.system_version, report.suite,
-                                                   report.summary, report.run.sealed.digest if report.run.sealed else None))
+                                                   report.summary,
+                                                   report.run.sealed.digest if report.run.sealed else None))
             return
         from oloproof.app.audit import require_intact
 

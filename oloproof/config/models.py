@@ -100,7 +100,8 @@ class MetricConfig(Strict):
 
     id: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
     type: Literal["quantile"]
-    source: str = Field(min_length=1, max_length=MAX_NAME_LENGTH, description="agent_steps, agent_tool_calls, cost, tokens, latency_ms or an output field")
+    source: str = Field(min_length=1, max_length=MAX_NAME_LENGTH,
+                        description="agent_steps, agent_tool_calls, cost, tokens, latency_ms or an output field")
     quantile: float = Field(gt=0, lt=1)
 
 

@@ -442,7 +442,8 @@ def prefix_record(model: PrefixFile, frozen: dict[str, Any]) -> dict[str, Any]:
         "boundary": model.boundary.model_dump(exclude_none=True),
         "snapshot": model.snapshot.model_dump(),
         "steps": frozen["steps"],
-        "acceptable_actions": [m.model_dump(exclude_none=True, exclude_defaults=True) for m in model.acceptable_actions],
+        "acceptable_actions": [m.model_dump(exclude_none=True, exclude_defaults=True)
+                               for m in model.acceptable_actions],
         "forbidden_actions": [m.model_dump(exclude_none=True, exclude_defaults=True) for m in model.forbidden_actions],
         "retention": model.retention,
         "irreversible": model.irreversible,

@@ -138,7 +138,8 @@ class SuiteEvaluation:
         #: (tool, fault) of every fault_recovery evaluator: the replays a case needs
         self.fault_specs = [FaultSpec(*e.replay_spec) for e in evaluators if e.replay_spec is not None]
         #: the criterion of the release_class evaluator, if any (its verdict reason is the class)
-        self.release_criterion = next((e.criterion for e in evaluators if getattr(e, "type_name", "") == "release_class"),
+        self.release_criterion = next((e.criterion for e in evaluators
+                                       if getattr(e, "type_name", "") == "release_class"),
                                       None)
         #: the criteria of ``no_regression`` rules, compared case by case with a baseline run
         self.regression_criteria = list(dict.fromkeys(

@@ -38,12 +38,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-MIN_CLUSTERS = 20
-
 from oloproof.config.models import ReleaseConfig, Rule
 from oloproof.evaluate.compare import RegressionEvidence
 from oloproof.stats.intervals import RateInterval
 from oloproof.stats.paired import mcnemar_exact
+
+MIN_CLUSTERS = 20
 
 
 @dataclass(frozen=True)

@@ -257,7 +257,8 @@ class CaseRecorder:
         """Append one step of any kind (the low-level way: what the OpenTelemetry span
         processor records); ``raised`` marks a tool result that is an error. Returns its index."""
         if kind not in STEP_KINDS:
-            raise RecordError(f"case {self.id!r}: step(): unknown kind {kind!r} (one of {', '.join(sorted(STEP_KINDS))})")
+            raise RecordError(f"case {self.id!r}: step(): unknown kind {kind!r} "
+                              f"(one of {', '.join(sorted(STEP_KINDS))})")
         index = self._step(cast(StepKind, kind), tool_name=tool_name, arguments=arguments, result=result,
                            agent=agent, to_agent=to_agent)
         if raised:

@@ -93,7 +93,7 @@ def probe(root: str | None, blob: bytes) -> str | None:  # on every worker, befo
     try:
         _use_project(root)
         cloudpickle.loads(blob).make_slot()
-    except BaseException as e:  # sys.exit() at import included: a message, not a dead worker
+    except BaseException as e:  # noqa: BLE001 - sys.exit() at import included: a message, not a dead worker
         return f"{type(e).__name__}: {e}"
     return None
 
@@ -107,7 +107,7 @@ def run_batch(root: str | None, digest: str, blob: bytes, batch: bytes) -> bytes
         factory, slot = entry
         try:
             out.append([job_id, True, kind.encode_result(kind.run(slot, kind.decode_arg(arg), timeout))])
-        except BaseException as e:  # reported to the driver, never the end of the task
+        except BaseException as e:  # noqa: BLE001 - reported to the driver, never the end of the task
             out.append([job_id, False, f"{type(e).__name__}: {e}\n{traceback.format_exc()}"])
         if slot.dead:
             entry[1] = factory.make_slot()
@@ -329,7 +329,7 @@ class DaskExecutor(Executor):
                 job.arg, f"the Dask worker running this case died ({deaths} times, on its own); "
                          "new workers took their place", "worker_died")))
             return
-        except Exception as e:  # the cluster failed us (cancelled, unreachable): not a case's fault
+        except Exception as e:  # noqa: BLE001 - the cluster failed us (cancelled, unreachable): not a case's fault
             for job in jobs:
                 self._ready.append(Done(job, error=e))
             return

@@ -78,7 +78,7 @@ class Executor(abc.ABC):
     @abc.abstractmethod
     def _poll(self, timeout: float | None) -> list[Done]: ...
 
-    def close(self, cancel: bool = False) -> None:
+    def close(self, cancel: bool = False) -> None:  # noqa: B027 - optional hook, does nothing by default
         """Release workers; ``cancel``: do not wait for jobs in flight (the run stops)."""
 
     def describe(self) -> str:
@@ -120,7 +120,7 @@ class SerialExecutor(Executor):
         assert slot is not None and self._factory is not None
         try:
             result = run_job(slot, job)
-        except Exception as e:  # Oloproof's own failure: the driver reports it
+        except Exception as e:  # noqa: BLE001 - Oloproof's own failure: the driver reports it
             return [Done(job, error=e)]
         if slot.dead:
             self._slot = self._factory.make_slot()
@@ -218,7 +218,7 @@ class ConcurrentExecutor(Executor):
                 return
             try:
                 self._done.put(Done(job, inner.result()))
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - worker boundary: handed to the driver, which reports it
                 self._done.put(Done(job, error=e))
         finally:
             if slot.dead:
@@ -267,7 +267,7 @@ class ConcurrentExecutor(Executor):
 
             try:
                 asyncio.run_coroutine_threadsafe(stop_all(), loop).result(timeout=3.0)
-            except Exception:
+            except Exception:  # noqa: BLE001 - best-effort cancellation while closing
                 pass
         loop.call_soon_threadsafe(loop.stop)
         if self._thread is not None:
@@ -310,7 +310,7 @@ class _DaemonPool:
             loop, future, fn, args = item
             try:
                 result, error = fn(*args), None
-            except BaseException as e:  # handed to the loop's future
+            except BaseException as e:  # noqa: BLE001 - handed to the loop's future
                 result, error = None, e
             try:
                 loop.call_soon_threadsafe(_settle_future, future, result, error)

@@ -36,7 +36,8 @@ MAX_BATCH = 16
 STARTUP = 120.0  # seconds a new worker may take to import the project and make its slot
 
 
-def _worker_main(conn: Any, root: str | None, blob: bytes, inherited: tuple[int, ...] = ()) -> None:  # pragma: no cover - child
+def _worker_main(  # pragma: no cover - child
+        conn: Any, root: str | None, blob: bytes, inherited: tuple[int, ...] = ()) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver handles Ctrl-C and stops us
     for fd in inherited:  # a forked worker's copies of the driver's pipe ends: without them, the
         try:              # worker sees its pipe close when the driver dies, however it dies
@@ -50,7 +51,7 @@ def _worker_main(conn: Any, root: str | None, blob: bytes, inherited: tuple[int,
     try:
         factory: SystemFactory = cloudpickle.loads(blob)
         slot = factory.make_slot()
-    except BaseException as e:
+    except BaseException as e:  # noqa: BLE001 - user code may raise anything: reported as a failed start
         conn.send_bytes(msgspec.msgpack.encode([-1, False, f"cannot start a worker: {type(e).__name__}: {e}"]))
         return
     encode = msgspec.msgpack.encode
@@ -67,7 +68,7 @@ def _worker_main(conn: Any, root: str | None, blob: bytes, inherited: tuple[int,
             kind = job_kind(ref)
             try:
                 message = [job_id, True, kind.encode_result(kind.run(slot, kind.decode_arg(arg), timeout))]
-            except BaseException as e:  # reported to the driver, never the end of this worker
+            except BaseException as e:  # noqa: BLE001 - reported to the driver, never the end of this worker
                 message = [job_id, False, f"{type(e).__name__}: {e}\n{traceback.format_exc()}"]
             try:
                 conn.send_bytes(encode(message))

@@ -212,7 +212,7 @@ def _finish(slot: SystemSlot, recorder: CaseRecorder, output: Any, error: str | 
         except UnfitValue as e:
             if error is None:
                 error, kind = f"snapshot() returned a state that cannot be stored: {e}", "snapshot_error"
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - user snapshot() may raise anything: recorded as the case's error
             problem = ("returned something that is not JSON-serialisable"
                        if isinstance(e, (TypeError, ValueError, OverflowError)) else "raised")
             if error is None:
@@ -328,7 +328,7 @@ def record(slot: SystemSlot, recorder: CaseRecorder, invoke: Callable[[], Any], 
         _check_output(output, what)
     except BoundaryReached:  # a prefix case's first action past its boundary: its normal end
         output = None
-    except BaseException as e:  # the system under test may raise anything, SystemExit included
+    except BaseException as e:  # noqa: BLE001 - the system under test may raise anything, SystemExit included
         output = None
         error, kind = _classify(e, timeout)
         tb = _traceback_of(e)
@@ -468,7 +468,7 @@ def call_with_timeout(fn: Callable[[], Any], timeout: float | None) -> Any:
     def target() -> None:
         try:
             box.append((True, context.run(fn)))
-        except BaseException as e:  # handed back to the caller's thread
+        except BaseException as e:  # noqa: BLE001 - handed back to the caller's thread
             box.append((False, e))
 
     helper = threading.Thread(target=target, name="oloproof-case", daemon=True)

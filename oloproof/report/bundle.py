@@ -4,7 +4,8 @@ The bundle is a folder: ``index.html`` (styles and script inlined, no CDN) and `
 ``summary.js`` (criteria, metrics, slices, gate), ``index.js`` (one compact row per case for
 the filterable list), ``cases-N.js`` (the case panels, CHUNK cases a file, loaded only
 when a case is opened) and ``search.js`` (each step's text, for the search box: loaded when
-a search is made, matched in the page, offline; :func:`search_rows`). Data files are scripts, so the folder also works from ``file://``.
+a search is made, matched in the page, offline; :func:`search_rows`). Data files are scripts,
+so the folder also works from ``file://``.
 
 ``summary.js`` may carry the run's ``complete`` (bool), ``cases_committed`` and
 ``cases_expected``: with ``complete`` false the page opens with the banner "Incomplete run:

@@ -14,7 +14,8 @@ def calls_text(view: CaseView) -> str:
     ``(no trajectory)`` when there is nothing to list."""
     if view.trajectory is None:
         return "(no trajectory)"
-    return "; ".join(f"{s.tool_name}({canonical_json(s.arguments).decode()})" for s in view.trajectory.calls) or "(none)"
+    return "; ".join(f"{s.tool_name}({canonical_json(s.arguments).decode()})"
+                     for s in view.trajectory.calls) or "(none)"
 
 
 def pair_rows(pair: Any) -> list[list[Any]]:

@@ -78,7 +78,8 @@ def attribution_view(result: Any) -> Group:
     parts.append(head)
     causes = Grid(("role", "key"), ("rule", "key"), ("step", "key"), ("layer", "key"), ("evidence", "text"))
     primary = a.get("primary")
-    for role, finding in ([("primary", primary)] if primary else []) + [("consequence", f) for f in a.get("secondary") or []]:
+    for role, finding in (([("primary", primary)] if primary else [])
+                          + [("consequence", f) for f in a.get("secondary") or []]):
         evidence = "; ".join(f"step {e.get('step')}: {e.get('text', '')}" for e in finding.get("evidence") or [])
         causes.add_row(role, finding.get("rule", ""), str(finding.get("step", "")), finding.get("layer", ""), evidence)
     if causes.rows:
@@ -106,4 +107,5 @@ def attribution_line(a: dict[str, Any], run_id: str, case_id: str) -> Text:
         said = (f"first unacceptable step {a['first_unacceptable_step']} ({a.get('category')}, layer "
                 f"{a.get('layer')}, confidence {a.get('confidence')}"
                 + (", needs review" if a.get("needs_review") else "") + ")")
-    return command_text(f"attribution: {printable(said)} — oloproof attribute {run_id} {printable(case_id)} for the causes")
+    return command_text(f"attribution: {printable(said)} — "
+                        f"oloproof attribute {run_id} {printable(case_id)} for the causes")

@@ -210,7 +210,7 @@ class Grid:
         natural = self._natural()
         lead = 0  # leading key columns that fit on one aligned line
         used = -2
-        for (header, kind), w in zip(self.columns, natural):
+        for (_header, kind), w in zip(self.columns, natural):
             if kind != "key" or used + 2 + w > width:
                 break
             used += 2 + w
@@ -380,7 +380,8 @@ def runs_table(rows: list[dict]) -> Grid:
     t = Grid(*columns)
     for r in rows:
         cells = [r["run_id"], r["system"], r["version"], r["started"],
-                 f"{r['cases_committed']} / {r['case_count']}", r["status"] + (" · partial" if r.get("partial") else "")]
+                 f"{r['cases_committed']} / {r['case_count']}",
+                 r["status"] + (" · partial" if r.get("partial") else "")]
         t.add_row(*cells, *([", ".join(r.get("pins", []))] if pinned else []))
     return t
 

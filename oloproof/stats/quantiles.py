@@ -90,7 +90,7 @@ def quantile_interval(values: Sequence[float] | Mapping[float, int], missing: in
     items = sorted(counts.items())
     n = sum(c for _, c in items)
     value = _kth(items, max(1, math.ceil(n * q - 1e-12))) if n else None
-    l, u = order_statistic_ranks(n + missing, q, alpha)
-    low = _kth(items, l - missing) if l is not None and l > missing else None
+    lo, u = order_statistic_ranks(n + missing, q, alpha)
+    low = _kth(items, lo - missing) if lo is not None and lo > missing else None
     high = _kth(items, u) if u is not None and u <= n else None
     return QuantileInterval(value, low, high, n, missing, excluded)

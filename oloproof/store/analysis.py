@@ -23,7 +23,8 @@ TABLES: dict[str, tuple[dict[str, type], tuple[str, ...], list[tuple[str, str, s
               "case_count": int, "cases_committed": int, "sealed": int, "log_digest": str, "config_digest": str},
              ("run_id",), [], []),
     "cases": ({"case_id": str, "run_id": str, "position": int, "status": str, "error": str, "error_kind": str,
-               "traceback": str, "terminal_status": str, "steps": int, "tool_calls": int, "first_tool": str, "last_tool": str,
+               "traceback": str, "terminal_status": str, "steps": int, "tool_calls": int, "first_tool": str,
+               "last_tool": str,
                "truncated": int, "derived_from": str, "input": str, "output": str, "metadata": str},
               ("case_id",), [("run_id", "runs", "run_id"), ("derived_from", "cases", "case_id")],
               [["run_id"], ["first_tool"], ["status"]]),
@@ -58,7 +59,7 @@ def write_analysis(path: Path, rows: Mapping[str, Iterable[dict[str, Any]]]) -> 
     written = 0
     try:
         db = sqlite_utils.Database(scratch)
-        for name, (columns, pk, fks, indexes) in TABLES.items():
+        for name, (columns, pk, fks, _indexes) in TABLES.items():
             db.table(name).create(columns, pk=pk[0] if len(pk) == 1 else pk, foreign_keys=fks, not_null=set(pk))
         for name, (_, _, _, indexes) in TABLES.items():
             table = db.table(name)

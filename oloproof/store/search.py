@@ -1,7 +1,7 @@
 """The search projection: every recorded step of every run and replay, in SQLite FTS5 (issue 16).
 
-Two tables, in the shape sqlite-utils makes them (:data:`SCHEMA`): ``search_steps`` (one row per step event, keyed by the
-event's position ``pos`` in the log: run, case, step, kind, tool, the replay it belongs to,
+Two tables, in the shape sqlite-utils makes them (:data:`SCHEMA`): ``search_steps`` (one row per
+step event, keyed by the event's position ``pos`` in the log: run, case, step, kind, tool, the replay it belongs to,
 and its text — tool name, agents, arguments and result as JSON text) and its FTS5 index
 ``search_steps_fts`` (external content: the text is stored once). A case or replay that ended
 in an error gives a row of kind ``error``.
