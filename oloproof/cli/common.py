@@ -369,7 +369,7 @@ def open_log(db: str | None, *, must_exist: bool = True, durability: str = "full
     from oloproof.store import DEFAULT_LOG, SQLiteStore, open_store, scheme_of_url
 
     if db is not None and scheme_of_url(db) == "memory":
-        raise UsageError("--db memory:: an in-memory log holds nothing once this command ends; pass a file")
+        raise UsageError("--db memory: an in-memory log holds nothing once this command ends; pass a file")
     if db is not None and scheme_of_url(db) != "sqlite":  # a server log: the backend checks it
         return open_store(db, durability=durability, create=not must_exist, readonly=not write, key=log_key())
     if db is not None and db.startswith("sqlite://"):
