@@ -164,7 +164,7 @@ def rebuild(conn: sqlite3.Connection) -> int:
     # dropped and made again, not emptied: a damaged FTS5 table may refuse its own 'delete-all'
     try:
         conn.execute(f"DROP TABLE IF EXISTS {FTS}")
-    except sqlite3.DatabaseError:
+    except (sqlite3.DatabaseError, MemoryError):  # MemoryError: SQLITE_NOMEM from a damaged page's sizes
         # FTS5 opens a table to drop it, and cannot open one whose pages were damaged: its entry
         # is taken out of the schema (a new schema version, so the connection reads it again)
         # and its shadow tables, plain tables, dropped. Only the derived index is touched.
@@ -260,9 +260,12 @@ def search(conn: sqlite3.Connection, query: str, where: SearchFilter, limit: int
                                    "narrow it (fewer prefix* terms, a phrase, --run, --tool or --kind)") from None
         raise StoreError(f"the search index cannot be read ({e}); 'oloproof audit rebuild' rebuilds it from "
                          "the events") from e
-    except sqlite3.DatabaseError as e:  # a damaged index: a cache, rebuilt from the events
-        raise StoreError(f"the search index cannot be read ({e}); 'oloproof audit rebuild' rebuilds it from "
-                         "the events") from e
+    except (sqlite3.DatabaseError, MemoryError) as e:  # a damaged index: a cache, rebuilt from the events
+        # FTS5 reads sizes from its own pages: a damaged page can claim gigabytes, and SQLite's
+        # SQLITE_NOMEM reaches Python as a MemoryError (seen on random bytes written over them)
+        reason = str(e) if not isinstance(e, MemoryError) else "SQLite ran out of memory reading it: damaged pages"
+        raise StoreError(f"the search index cannot be read ({reason}); 'oloproof audit rebuild' rebuilds it "
+                         "from the events") from e
     finally:
         conn.set_progress_handler(None, 0)
     keys = ("pos", "run_id", "case_id", "step", "kind", "tool_name", "replay", "snippet")
