@@ -18,7 +18,18 @@ from typing import Any, Final, Literal, Union, cast, get_args
 
 import msgspec
 
-_ENCODER = msgspec.json.Encoder(order="sorted")
+
+def enc_hook(value: Any) -> Any:
+    """What msgspec cannot encode by itself and a tool may return: a pydantic model is stored
+    as its JSON form (``model_dump(mode="json")``); dataclasses and msgspec structs msgspec
+    encodes natively. Anything else stays a ``TypeError`` (reported naming the step)."""
+    dump = getattr(value, "model_dump", None)
+    if dump is not None and callable(dump) and not isinstance(value, type):
+        return dump(mode="json")
+    raise TypeError(f"Encoding objects of type {type(value).__name__} is unsupported")
+
+
+_ENCODER = msgspec.json.Encoder(order="sorted", enc_hook=enc_hook)
 encode = _ENCODER.encode
 
 

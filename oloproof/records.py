@@ -32,7 +32,7 @@ from typing import Any, get_args
 import msgspec
 
 from oloproof.errors import RecordError
-from oloproof.events import EvidenceKind, StepKind, StepRecorded, TerminalStatus
+from oloproof.events import EvidenceKind, StepKind, StepRecorded, TerminalStatus, enc_hook
 
 #: the values the log's Literal-typed fields may hold (oloproof.events): one list, read by both
 STEP_KINDS = frozenset(get_args(StepKind))
@@ -295,9 +295,9 @@ _NON_FINITE_MSGPACK = re.compile(rb"\xcb[\x7f\xff][\xf0-\xff]")  # a float64 wit
 _QUOTED = re.compile(rb'"[^"]*"')
 _ONE_BRACKET = bytes.maketrans(b"{}", b"[]")
 _NOT_STRUCTURE = bytes(sorted(set(range(256)) - set(b'[]{}"')))
-_encode = msgspec.json.Encoder(order="sorted").encode  # the log's encoder (oloproof.events)
+_encode = msgspec.json.Encoder(order="sorted", enc_hook=enc_hook).encode  # the log's encoder (oloproof.events)
 _SHALLOW = 2 * MAX_RECORDED_NESTING + 1  # a JSON text this short cannot nest deeper
-_msgpack = msgspec.msgpack.encode
+_msgpack = msgspec.msgpack.Encoder(enc_hook=enc_hook).encode
 
 
 def json_nests_deeper(data: bytes, limit: int) -> bool:
@@ -366,6 +366,8 @@ def _children(value: Any) -> Any:
         return ((f, getattr(value, f, None)) for f in value.__struct_fields__)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return ((f.name, getattr(value, f.name, None)) for f in dataclasses.fields(value))
+    if callable(getattr(value, "model_dump", None)) and not isinstance(value, type):  # a pydantic model
+        return iter(value.model_dump().items())
     return None
 
 

@@ -27,6 +27,45 @@ SYSTEM_ATTR = "__oloproof_system__"
 _CURRENT: ContextVar[Any] = ContextVar("oloproof_current_case", default=None)
 #: the branch of the case's task tree the code runs in (None: the case's root task)
 _BRANCH: ContextVar[Any] = ContextVar("oloproof_branch", default=None)
+#: the agent in control, set by a framework integration (:mod:`oloproof.integrations`):
+#: every step recorded meanwhile names it (None: steps name no agent)
+_AGENT: ContextVar[str | None] = ContextVar("oloproof_agent", default=None)
+
+
+@dataclass(frozen=True)
+class ToolCodec:
+    """How a call whose values are not JSON goes on the tape (``@tool(encode=, decode=)``, and
+    the framework integrations' model calls): ``encode`` turns each argument and the result
+    into JSON-able data as recorded; ``decode`` turns the recorded result back into the object
+    the caller expects when a replay or a prefix run answers the call from the tape."""
+
+    encode: Callable[[Any], Any]
+    decode: Callable[[Any], Any]
+
+    def arguments(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Each argument's value encoded (the keys are the parameters' names)."""
+        return {k: self.recorded(tool, v, f"argument {k!r}") for k, v in arguments.items()}
+
+    def recorded(self, tool: str, value: Any, what: str = "result") -> Any:
+        """``encode(value)``; an ``encode`` that raises is a :class:`RecordError` naming the
+        tool and the value."""
+        try:
+            return self.encode(value)
+        except Exception as e:
+            raise RecordError(f"tool {tool!r}: encode() raised {type(e).__name__} on its {what} "
+                              f"({type(value).__name__}): {e}") from e
+
+    def rebuilt(self, tool: str, data: Any) -> Any:
+        """``decode(data)`` of a result answered from the tape; a ``decode`` that raises is a
+        :class:`RecordError` naming the tool."""
+        try:
+            return self.decode(data)
+        except Exception as e:
+            raise RecordError(f"tool {tool!r}: decode() raised {type(e).__name__} on the recorded result: {e}") from e
+
+
+def _identity(value: Any) -> Any:
+    return value
 
 
 def current_case() -> Any:
@@ -111,7 +150,8 @@ def fault_result(kind: str, tool: str, scope: str | None = None) -> Any:
     raise ValueError(f"unknown fault kind {kind!r} (one of {', '.join(ALL_FAULT_KINDS)})")
 
 
-def tool(fn: Callable | None = None, *, name: str | None = None, kind: str = "tool") -> Any:
+def tool(fn: Callable | None = None, *, name: str | None = None, kind: str = "tool",
+         encode: Callable[[Any], Any] | None = None, decode: Callable[[Any], Any] | None = None) -> Any:
     """Record every call of a tool function (or method), sync or ``async def``, inside a case.
 
     Each call appends a ``tool_call`` step with its arguments and a ``tool_result`` step with
@@ -124,9 +164,20 @@ def tool(fn: Callable | None = None, *, name: str | None = None, kind: str = "to
     :func:`fault_result` instead — without running the tool, or, for
     ``timeout_after_effect``, after running it — and its ``tool_result`` step records that
     value with the fault's kind. Model calls are never faulted.
+
+    ``encode``/``decode`` put a call whose values are not JSON on the tape (a model client's
+    request and response objects): ``encode(value)`` makes each argument and the result
+    JSON-able as recorded, ``decode(data)`` rebuilds the result from its recorded form when a
+    replay or a prefix run answers the call from the tape (default: the recorded data as is).
     """
     if kind not in ("tool", "model"):
         raise RecordError(f"@tool(kind=...) must be 'tool' or 'model', got {kind!r}")
+    for label, hook in (("encode", encode), ("decode", decode)):
+        if hook is not None and not callable(hook):
+            raise RecordError(f"@tool({label}=...) must be a function, got {type(hook).__name__}")
+    if decode is not None and encode is None:
+        raise RecordError("@tool(decode=...) needs encode=... too: decode rebuilds what encode recorded")
+    codec = None if encode is None else ToolCodec(encode, decode or _identity)
 
     def decorate(func: Callable) -> Callable:
         tool_name = name or func.__name__
@@ -153,7 +204,10 @@ def tool(fn: Callable | None = None, *, name: str | None = None, kind: str = "to
                 rec = _recorder()
                 if rec is None:
                     return await func(*args, **kwargs)
-                return await rec.acall_tool(tool_name, func, args, kwargs, arguments_of(args, kwargs), kind)
+                arguments = arguments_of(args, kwargs)
+                if codec is not None:
+                    arguments = codec.arguments(tool_name, arguments)
+                return await rec.acall_tool(tool_name, func, args, kwargs, arguments, kind, codec)
 
             wrapper: Callable = awrapper
         else:
@@ -162,7 +216,10 @@ def tool(fn: Callable | None = None, *, name: str | None = None, kind: str = "to
                 rec = _recorder()
                 if rec is None:
                     return func(*args, **kwargs)
-                return rec.call_tool(tool_name, func, args, kwargs, arguments_of(args, kwargs), kind)
+                arguments = arguments_of(args, kwargs)
+                if codec is not None:
+                    arguments = codec.arguments(tool_name, arguments)
+                return rec.call_tool(tool_name, func, args, kwargs, arguments, kind, codec)
 
             wrapper = swrapper
         wrapper.__oloproof_tool__ = {"name": tool_name, "kind": kind}  # type: ignore[attr-defined]

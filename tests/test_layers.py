@@ -21,8 +21,9 @@ RANKS = {
     "report": 8,
     # otel: the span processor users register on their TracerProvider (an integration at the
     # edge, like the CLI; it needs the otel extra and nothing imports it)
+    # integrations: instrument(obj) per framework (each behind its extra; nothing imports them)
     # testing: the contract other backends and plugins test themselves with (it needs pytest)
-    "cli": 9, "otel": 9, "testing": 9, "__main__": 10, "__init__": 10,
+    "cli": 9, "otel": 9, "integrations": 9, "testing": 9, "__main__": 10, "__init__": 10,
 }
 
 

@@ -530,10 +530,19 @@ def _tool_functions(factory: SystemFactory) -> dict[str, Any]:
         places.append(module)
         places.extend(v for _, v in inspect.getmembers(module, inspect.isclass))
     for place in places:
-        for _, value in inspect.getmembers(place):
+        for key, value in inspect.getmembers(place):
             info = getattr(value, "__oloproof_tool__", None)
             if isinstance(info, dict):
                 found.setdefault(info["name"], value)
+            # what oloproof.integrations.declare marked: the tools and model calls routed through
+            # the recorder by an object a framework integration instrumented (a member of the
+            # module), or by the class itself
+            routed = value if key == "__oloproof_tools__" else \
+                None if isinstance(value, type) else getattr(value, "__oloproof_tools__", None)
+            if isinstance(routed, dict):
+                for name, fn in routed.items():
+                    if isinstance(getattr(fn, "__oloproof_tool__", None), dict):
+                        found.setdefault(name, fn)
     return found
 
 
@@ -543,10 +552,15 @@ def tool_schema(fn: Any) -> str:
     import inspect
 
     info = getattr(fn, "__oloproof_tool__", {}) or {}
-    try:
-        signature = str(inspect.signature(fn))
-    except (TypeError, ValueError):
-        signature = "?"
+    if "schema" in info:  # a framework's tool: the JSON schema the framework shows the model
+        from oloproof.events import canonical_json
+
+        signature = canonical_json(info["schema"]).decode()
+    else:
+        try:
+            signature = str(inspect.signature(fn))
+        except (TypeError, ValueError):
+            signature = "?"
     text = f"{info.get('name')}\x00{info.get('kind')}\x00{signature}\x00{inspect.getdoc(fn) or ''}"
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 

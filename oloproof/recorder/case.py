@@ -60,7 +60,7 @@ from oloproof.records import (
     validate_evidence,
     validate_trajectory,
 )
-from oloproof.system import _BRANCH, _CURRENT, RUNS_THE_TOOL, current_case, fault_result
+from oloproof.system import _AGENT, _BRANCH, _CURRENT, RUNS_THE_TOOL, ToolCodec, current_case, fault_result
 
 if TYPE_CHECKING:
     import asyncio
@@ -151,7 +151,7 @@ class CaseRecorder:
     __slots__ = ("case", "_steps", "_keys", "_entries", "_root", "_depth", "_active", "_tasks", "_constraints",
                  "_checkpoints", "_status", "_truncated", "_step_limit", "_hand_built",
                  "_snapshot", "_touched", "_auto_checkpoints", "_evidence",
-                 "_fault", "_fault_calls", "_trial", "_usage", "_extras")
+                 "_fault", "_fault_calls", "_trial", "_usage", "_extras", "_in_control")
 
     def __init__(self, case: Case, snapshot: Callable[[], Any] | None = None,
                  auto_checkpoints: bool = False, fault: dict[str, Any] | None = None,
@@ -185,6 +185,9 @@ class CaseRecorder:
         #: state an integration keeps for this case only (oloproof.otel's agent stack): it
         #: lives and dies with the case, never carried into the next
         self._extras: dict[str, Any] = {}
+        #: the agent in control as a framework integration said last (:meth:`take_control`):
+        #: what a step names when no agent is given and none is set for the task (``_AGENT``)
+        self._in_control: str | None = None
         #: the case's declared fault ``{"tool", "kind", "call"[, "scope"]}`` (SPEC §13a), applied
         #: to that call of that tool; the calls of the tool so far (a replay starts with those
         #: its tape answered). The system never sees it: it is not part of ``case``.
@@ -242,6 +245,8 @@ class CaseRecorder:
     def _step(self, kind: StepKind, *, tool_name: str | None = None, arguments: Any = None,
               result: Any = None, agent: str | None = None, to_agent: str | None = None) -> int:
         self._guard()
+        if agent is None:
+            agent = self._agent()
         if self._keys is not None:
             entry = self._branch().tick()
             return self._add(entry, entry, StepRecorded(0, kind, tool_name, _frozen(arguments),
@@ -280,6 +285,19 @@ class CaseRecorder:
             raise RecordError(f"case {self.id!r}: final(claims=...) must be a mapping of claim names to values, "
                               f"got {type(claims).__name__}")
         return self._step("final", result={"text": text, "claims": claims}, agent=agent)
+
+    def _agent(self) -> str | None:
+        """The agent a step names when none is given: the one set for this task by an
+        integration (``_AGENT``), else the one in control (:meth:`take_control`)."""
+        return _AGENT.get() or self._in_control
+
+    def take_control(self, agent: str) -> None:
+        """``agent`` has control from now on (what a framework integration says when one of
+        its agents acts): when another agent had it, a ``handoff`` step from that agent is
+        recorded, once, at the moment control passes."""
+        previous, self._in_control = self._in_control, agent
+        if previous is not None and previous != agent:
+            self.handoff(agent, agent=previous)
 
     def handoff(self, to_agent: str, *, agent: str | None = None) -> int:
         """Append a ``handoff`` step passing control to ``to_agent``."""
@@ -481,9 +499,10 @@ class CaseRecorder:
     # the call itself, _end (the result step; a model call's one decision step).
 
     def call_tool(self, name: str, fn: Callable, args: tuple, kwargs: dict, arguments: dict,
-                  kind: str = "tool") -> Any:
+                  kind: str = "tool", codec: ToolCodec | None = None) -> Any:
         """Run one decorated call: a ``tool_call`` and a ``tool_result`` step (a model call,
-        ``kind="model"``, is one ``decision`` step with its arguments and result)."""
+        ``kind="model"``, is one ``decision`` step with its arguments and result). ``arguments``
+        are recorded as given (already encoded); ``codec`` encodes the result as recorded."""
         opened = self._begin(name, arguments, kind)
         fault = self._fault_for(name, kind)
         if fault is not None and fault[0] not in RUNS_THE_TOOL:
@@ -497,11 +516,11 @@ class CaseRecorder:
             raise
         if fault is not None:
             return self._faulted(opened, name, arguments, fault)
-        self._end(opened, name, arguments, kind, result)
+        self._end(opened, name, arguments, kind, result if codec is None else codec.recorded(name, result))
         return result
 
     async def acall_tool(self, name: str, fn: Callable, args: tuple, kwargs: dict, arguments: dict,
-                         kind: str = "tool") -> Any:
+                         kind: str = "tool", codec: ToolCodec | None = None) -> Any:
         """:meth:`call_tool` for an ``async def`` tool or model call: the same steps."""
         opened = self._begin(name, arguments, kind)
         fault = self._fault_for(name, kind)
@@ -516,7 +535,7 @@ class CaseRecorder:
             raise
         if fault is not None:
             return self._faulted(opened, name, arguments, fault)
-        self._end(opened, name, arguments, kind, result)
+        self._end(opened, name, arguments, kind, result if codec is None else codec.recorded(name, result))
         return result
 
     # A declared fault (SPEC §13a): the N-th call of its tool in the case (nested calls and
@@ -561,14 +580,15 @@ class CaseRecorder:
             if kind != "model":
                 if self._quiet() and self._snapshot is not None:  # auto checkpoints imply a snapshot
                     self._checkpoints.append((entry + (0,), _frozen(self._snapshot()), None))
-                self._add(entry + (0,), entry, StepRecorded(0, "tool_call", name, _frozen(arguments)))
+                self._add(entry + (0,), entry, StepRecorded(0, "tool_call", name, _frozen(arguments),
+                                                            agent=self._agent()))
             # what the tool itself does belongs to the call: its own branch
             return entry, _BRANCH.set(Branch(entry + (1,), in_call=True))
         if kind != "model":
             steps = self._steps
             if self._auto_checkpoints and self._snapshot is not None:  # auto checkpoints imply a snapshot
                 self._checkpoints.append((len(steps) + 1, _frozen(self._snapshot()), None))
-            steps.append(StepRecorded(len(steps) + 1, "tool_call", name, _frozen(arguments)))
+            steps.append(StepRecorded(len(steps) + 1, "tool_call", name, _frozen(arguments), agent=self._agent()))
         self._depth += 1
         return None
 
@@ -583,14 +603,15 @@ class CaseRecorder:
             _BRANCH.reset(opened[1])
         if raised is not None and not isinstance(raised, Exception):
             return
+        agent = self._agent()
         if kind == "model":
             if raised is not None:
                 return
-            step = StepRecorded(0, "decision", name, _frozen(arguments), _frozen(result))
+            step = StepRecorded(0, "decision", name, _frozen(arguments), _frozen(result), agent)
         elif raised is not None:
-            step = StepRecorded(0, "tool_result", name, None, _error_result(raised), raised=True)
+            step = StepRecorded(0, "tool_result", name, None, _error_result(raised), agent, raised=True)
         else:
-            step = StepRecorded(0, "tool_result", name, None, _frozen(result), fault=fault)
+            step = StepRecorded(0, "tool_result", name, None, _frozen(result), agent, fault=fault)
         if opened is None:
             steps = self._steps
             steps.append(_replace(step, index=len(steps) + 1))

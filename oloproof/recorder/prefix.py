@@ -34,6 +34,7 @@ from oloproof.config.prefixes import versions_stale
 from oloproof.events import StepKind, StepRecorded, canonical_json
 from oloproof.recorder.case import CaseRecorder, _frozen
 from oloproof.records import AgentStep, Case, PrefixSnapshot
+from oloproof.system import ToolCodec
 
 
 class BoundaryReached(BaseException):
@@ -75,7 +76,7 @@ class PrefixRecorder(CaseRecorder):
         recorded = self._tape.get(index)
         return recorded is None or recorded.kind != kind
 
-    def _from_tape(self, name: str, arguments: Any, kind: str) -> tuple[Any] | None:
+    def _from_tape(self, name: str, arguments: Any, kind: str, codec: ToolCodec | None = None) -> tuple[Any] | None:
         """``(result,)`` when the frozen tape answers the call; None past the boundary. A call
         the tape does not hold is recorded as made and ends the case."""
         self._touched = True
@@ -86,11 +87,12 @@ class PrefixRecorder(CaseRecorder):
         recorded = self._tape.get(index)
         if recorded is None or recorded.kind != step_kind or recorded.tool_name != name or \
                 canonical_json(recorded.arguments) != canonical_json(arguments):
-            self._steps.append(StepRecorded(index, step_kind, name, _frozen(arguments)))
+            self._steps.append(StepRecorded(index, step_kind, name, _frozen(arguments), agent=self._agent()))
             raise BoundaryReached  # off the frozen path: the evaluation reports where
         if step_kind == "decision":
             self._steps.append(recorded)
-            return (copy.deepcopy(recorded.result),)
+            result = copy.deepcopy(recorded.result)
+            return (result if codec is None else codec.rebuilt(name, result),)
         depth, i = 0, index
         while True:  # the call, what the tool itself called, its result
             step = self._tape.get(i)
@@ -107,28 +109,30 @@ class PrefixRecorder(CaseRecorder):
         if step.raised:
             err = step.result.get("error", {}) if isinstance(step.result, dict) else {}
             raise FrozenToolError(f"{err.get('type', 'Error')}: {err.get('message', '')}")
-        return (copy.deepcopy(step.result),)
+        result = copy.deepcopy(step.result)
+        return (result if codec is None or step.fault is not None else codec.rebuilt(name, result),)
 
     def _stop(self, name: str, arguments: Any) -> BoundaryReached:
-        self._steps.append(StepRecorded(len(self._steps) + 1, "tool_call", name, _frozen(arguments)))
+        self._steps.append(StepRecorded(len(self._steps) + 1, "tool_call", name, _frozen(arguments),
+                                        agent=self._agent()))
         return BoundaryReached()
 
     def call_tool(self, name: str, fn: Callable, args: tuple, kwargs: dict, arguments: dict,
-                  kind: str = "tool") -> Any:
-        answered = self._from_tape(name, arguments, kind)
+                  kind: str = "tool", codec: ToolCodec | None = None) -> Any:
+        answered = self._from_tape(name, arguments, kind, codec)
         if answered is not None:
             return answered[0]
         if kind == "model":  # past the boundary the candidate's model decides, live
-            return super().call_tool(name, fn, args, kwargs, arguments, kind)
+            return super().call_tool(name, fn, args, kwargs, arguments, kind, codec)
         raise self._stop(name, arguments)
 
     async def acall_tool(self, name: str, fn: Callable, args: tuple, kwargs: dict, arguments: dict,
-                         kind: str = "tool") -> Any:
-        answered = self._from_tape(name, arguments, kind)
+                         kind: str = "tool", codec: ToolCodec | None = None) -> Any:
+        answered = self._from_tape(name, arguments, kind, codec)
         if answered is not None:
             return answered[0]
         if kind == "model":
-            return await super().acall_tool(name, fn, args, kwargs, arguments, kind)
+            return await super().acall_tool(name, fn, args, kwargs, arguments, kind, codec)
         raise self._stop(name, arguments)
 
     def fork(self) -> Any:

@@ -29,6 +29,7 @@ from oloproof.events import FaultKind, StepRecorded, canonical_json
 from oloproof.recorder.case import Branch, CaseRecorder, _frozen
 from oloproof.records import Case
 from oloproof.replay.faults import RUNS_THE_TOOL
+from oloproof.system import ToolCodec
 
 
 class ReplayDivergence(Exception):
@@ -98,14 +99,13 @@ class TapeRecorder(CaseRecorder):
         return recorded
 
     @staticmethod
-    def _answer(steps: Sequence[StepRecorded]) -> Any:
+    def _answer(steps: Sequence[StepRecorded], codec: ToolCodec | None = None) -> Any:
         last = steps[-1]
-        if last.kind == "decision":
-            return copy.deepcopy(last.result)
-        if last.raised:
+        if last.raised and last.kind != "decision":
             err = last.result.get("error", {}) if isinstance(last.result, dict) else {}
             raise ReplayedToolError(f"{err.get('type', 'Error')}: {err.get('message', '')}")
-        return copy.deepcopy(last.result)
+        result = copy.deepcopy(last.result)
+        return result if codec is None or last.fault is not None else codec.rebuilt(last.tool_name or "", result)
 
     def _fault_for(self, name: str, kind: str) -> tuple[str, Any, FaultKind | None] | None:
         declared = super()._fault_for(name, kind)  # the call counts for the declared fault
@@ -155,20 +155,21 @@ class TapeRecorder(CaseRecorder):
             i += 1
 
     def call_tool(self, name: str, fn: Callable, args: tuple, kwargs: dict, arguments: dict,
-                  kind: str = "tool") -> Any:
-        answered = self._replay_call(name, arguments, kind)
+                  kind: str = "tool", codec: ToolCodec | None = None) -> Any:
+        answered = self._replay_call(name, arguments, kind, codec)
         if answered is not None:
             return answered[0]
-        return super().call_tool(name, fn, args, kwargs, arguments, kind)
+        return super().call_tool(name, fn, args, kwargs, arguments, kind, codec)
 
     async def acall_tool(self, name: str, fn: Callable, args: tuple, kwargs: dict, arguments: dict,
-                         kind: str = "tool") -> Any:
-        answered = self._replay_call(name, arguments, kind)
+                         kind: str = "tool", codec: ToolCodec | None = None) -> Any:
+        answered = self._replay_call(name, arguments, kind, codec)
         if answered is not None:
             return answered[0]
-        return await super().acall_tool(name, fn, args, kwargs, arguments, kind)
+        return await super().acall_tool(name, fn, args, kwargs, arguments, kind, codec)
 
-    def _replay_call(self, name: str, arguments: dict, kind: str) -> tuple[Any] | None:
+    def _replay_call(self, name: str, arguments: dict, kind: str,
+                     codec: ToolCodec | None = None) -> tuple[Any] | None:
         """``(result,)`` when the tape answers the call (or it is the changed one), ``None``
         when it runs live."""
         if self._hand_built:
@@ -176,26 +177,28 @@ class TapeRecorder(CaseRecorder):
         self._touched = True
         step_kind = "decision" if kind == "model" else "tool_call"
         if self._keys is not None:
-            return self._replay_keyed(name, arguments, step_kind)
+            return self._replay_keyed(name, arguments, step_kind, codec)
         index = len(self._steps) + 1
         change = self._change
         if index < self._resume_at:  # before the checkpoint: from the tape, not executed
             recorded = self._from_tape(index, step_kind, name, arguments)
             self._steps.extend(recorded)
-            return (self._answer(recorded),)
+            return (self._answer(recorded, codec),)
         if change is not None and index == change["step_index"]:
             self._check(self._by_index.get(index), f"step {index}", step_kind, name, arguments)
             if self._changed(name, kind):
                 return None  # runs live; its caller gets the change's result (_fault_for)
-            self._steps.append(StepRecorded(index, "tool_call", name, _frozen(arguments)))
-            self._steps.append(StepRecorded(index + 1, "tool_result", name, None, _frozen(change["result"])))
+            agent = self._agent()
+            self._steps.append(StepRecorded(index, "tool_call", name, _frozen(arguments), agent=agent))
+            self._steps.append(StepRecorded(index + 1, "tool_result", name, None, _frozen(change["result"]), agent))
             self.injected = True
             return (copy.deepcopy(change["result"]),)
         return None
 
     # ---- keyed: the call at the same place of the task tree ----------------------------
 
-    def _replay_keyed(self, name: str, arguments: dict, step_kind: str) -> tuple[Any] | None:
+    def _replay_keyed(self, name: str, arguments: dict, step_kind: str,
+                      codec: ToolCodec | None = None) -> tuple[Any] | None:
         branch = self._branch()
         entry = branch.path + (branch.n,)
         recorded = self._by_entry.get(entry)
@@ -212,14 +215,16 @@ class TapeRecorder(CaseRecorder):
             subtree = [s for s in self._tape if s.branch is not None and tuple(s.branch[:len(entry)]) == entry]
             for i, s in enumerate(subtree):
                 self._add(entry + (0, i), tuple(s.branch or ()), s)  # (every s has a branch)
-            return (self._answer([s for s in subtree if tuple(s.branch or ()) == entry]),)
+            return (self._answer([s for s in subtree if tuple(s.branch or ()) == entry], codec),)
         if change is not None and recorded is not None and recorded[0].index == change["step_index"]:
             self._check(recorded[0], where, step_kind, name, arguments)
             if self._changed(name, "model" if step_kind == "decision" else "tool"):
                 return None  # runs live (the call ticks its own entry); see _fault_for
             branch.tick()
-            self._add(entry + (0,), entry, StepRecorded(0, "tool_call", name, _frozen(arguments)))
-            self._add(entry + (2,), entry, StepRecorded(0, "tool_result", name, None, _frozen(change["result"])))
+            agent = self._agent()
+            self._add(entry + (0,), entry, StepRecorded(0, "tool_call", name, _frozen(arguments), agent=agent))
+            self._add(entry + (2,), entry, StepRecorded(0, "tool_result", name, None, _frozen(change["result"]),
+                                                        agent))
             self.injected = True
             return (copy.deepcopy(change["result"]),)
         if recorded is None and (self._resume_entry is None or entry < self._resume_entry):
