@@ -176,6 +176,8 @@ class CaseStarted(Event, frozen=True, tag="case_started.v1"):
     #: oloproof.config.prefixes). The system acts from that world; its first action past the
     #: boundary is recorded, not executed, and ends the case.
     prefix: dict[str, Any] | None = None
+    #: the case's ``tags`` (SPEC §18.5: what an evaluator's ``when: {tags: [...]}`` selects)
+    tags: list[str] | None = None
 
 
 class StepRecorded(Event, frozen=True, tag="step.v1"):

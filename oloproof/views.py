@@ -131,6 +131,12 @@ class CaseView(msgspec.Struct, frozen=True):
         return self.case_id.split("~", 1)[0]
 
     @property
+    def tags(self) -> tuple[str, ...]:
+        """The case's ``tags`` (SPEC §18.5), as its ``case_started`` recorded them."""
+        started = self.started
+        return tuple(started.tags) if started is not None and started.tags else ()
+
+    @property
     def is_derived(self) -> bool:
         """Whether this is a metamorphic case derived from another (``<source>~<transform>``,
         SPEC §7.2): its cluster is its source's id, not its own."""

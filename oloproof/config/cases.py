@@ -67,6 +67,8 @@ class CaseModel(BaseModel):
     initial_state: dict[str, Any] | None = None
     expected: dict[str, Any] = {}
     metadata: dict[str, Any] = {}
+    #: labels an evaluator's ``when: {tags: [...]}`` selects cases by (SPEC §18.5)
+    tags: list[Annotated[str, Field(min_length=1)]] = []
     fault: Any = None  # checked by _check_fault, for a located message
 
 
@@ -79,6 +81,7 @@ class _CaseLine(msgspec.Struct, forbid_unknown_fields=True):
     initial_state: dict[str, Any] | None = None
     expected: dict[str, Any] = {}
     metadata: dict[str, Any] = {}
+    tags: list[str] = []
     fault: Any = None
 
 
@@ -101,6 +104,9 @@ class SuiteCase(msgspec.Struct, frozen=True):
     #: a frozen prefix case (oloproof.config.prefixes): its boundary, frozen steps, versions
     #: and next-action matchers
     prefix: dict[str, Any] | None = None
+    #: the case's ``tags`` (what ``when: {tags: [...]}`` selects by); not part of its question,
+    #: so not of its fingerprint
+    tags: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -242,7 +248,8 @@ class CaseFile:
             line = _FAST.decode(raw)
         except msgspec.DecodeError:
             line = None
-        if line is not None and case_id_problem(line.id) is None and _duplicate_key(raw) is None:
+        if line is not None and case_id_problem(line.id) is None and _duplicate_key(raw) is None \
+                and all(isinstance(t, str) and t for t in line.tags):
             model: Any = line
         else:
             model = self._validate(number, raw)
@@ -257,6 +264,7 @@ class CaseFile:
             line=number,
             fingerprint=case_fingerprint(model.input, model.initial_state, model.expected, fault),
             fault=fault,
+            tags=tuple(dict.fromkeys(model.tags)),
         )
 
     def _validate(self, number: int, raw: bytes) -> CaseModel:
@@ -312,7 +320,9 @@ class CaseFile:
                     f"(first used on line {seen[case.id]})"
                 )
             seen[case.id] = number
-            digest.update(f"{case.id}\x00{case.fingerprint}\n".encode())
+            # tags choose what ``when:`` judges: a change of tags is a change of the suite
+            tags = "\x00" + "\x00".join(case.tags) if case.tags else ""
+            digest.update(f"{case.id}\x00{case.fingerprint}{tags}\n".encode())
         if not seen:
             raise CaseFileError(f"{self.label}: no cases")
         return SuiteInfo(count=len(seen), digest=digest.hexdigest(),

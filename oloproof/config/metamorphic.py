@@ -38,6 +38,7 @@ def rewrite(case: SuiteCase, t: TransformConfig) -> SuiteCase:
         expected=case.expected, metadata=case.metadata, line=case.line,
         fingerprint=case_fingerprint(new_input, case.initial_state, case.expected, case.fault), cluster=case.id,
         fault=case.fault,  # the same question, asked with the rewritten input
+        tags=case.tags,
     )
 
 

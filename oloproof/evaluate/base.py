@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from oloproof.records import AGENT_TRAJECTORY_V1
 from oloproof.views import CaseView
@@ -49,13 +49,64 @@ def fail(reason: str) -> Verdict:
     return _verdict("fail", reason)
 
 
+NOT_SELECTED_REASON = "not_selected"
+_SELECTORS = ("ids", "tags", "metadata.KEY")
+
+
+class When(BaseModel):
+    """``when:`` on any evaluator (SPEC §18.5): which cases it judges. Every selector given must
+    hold: ``ids`` (the case's id, or its source's for a derived case, is listed), ``tags`` (the
+    case carries at least one of them) and ``metadata.KEY: VALUE`` (the case's metadata at KEY —
+    a dotted path for nested keys — equals VALUE). A case it does not select is ``excluded``
+    with reason ``not_selected``: the question does not apply to it."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    ids: list[str] | None = Field(default=None, min_length=1)
+    tags: list[str] | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _known_selectors(self) -> When:
+        extra = self.model_extra or {}
+        for key in extra:
+            path = key.split(".")
+            if path[0] != "metadata" or len(path) < 2 or not all(path[1:]):
+                from oloproof.config.locate import did_you_mean
+
+                raise ValueError(f"unknown selector {key!r}{did_you_mean(key, ('ids', 'tags'))} "
+                                 f"(one of {', '.join(_SELECTORS)})")
+        if self.ids is None and self.tags is None and not extra:
+            raise ValueError(f"selects nothing: give at least one of {', '.join(_SELECTORS)}")
+        return self
+
+    def selects(self, case_id: str, source: str, tags: tuple[str, ...], metadata: Any) -> bool:
+        """Whether the case (its id, its source's id, its tags, its metadata) is selected."""
+        if self.ids is not None and case_id not in self.ids and source not in self.ids:
+            return False
+        if self.tags is not None and not any(t in tags for t in self.tags):
+            return False
+        for key, want in (self.model_extra or {}).items():
+            value: Any = metadata
+            for part in key.split(".")[1:]:
+                if not isinstance(value, dict) or part not in value:
+                    return False
+                value = value[part]
+            if type(value) is bool or type(want) is bool:  # True is no 1
+                if value is not want:
+                    return False
+            elif value != want:
+                return False
+        return True
+
+
 class EvaluatorConfig(BaseModel):
-    """Base of every evaluator's config model: unknown keys are errors."""
+    """Base of every evaluator's config model: unknown keys are errors; ``when`` scopes the
+    evaluator to some cases (:class:`When`)."""
 
     # built when first used: a project pays only for the evaluator families it uses
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
     type: str
     criterion: str | None = None
+    when: When | None = None
 
 
 class Evaluator:
@@ -83,6 +134,8 @@ class Evaluator:
     def __init__(self, config: EvaluatorConfig):
         self.config = config
         self.criterion = config.criterion or self.default_criterion()
+        #: the cases the evaluator judges (``when:``); None: every case
+        self.when: When | None = getattr(config, "when", None)
 
     def default_criterion(self) -> str:
         """The criterion name used when the config sets no ``criterion`` (each family derives

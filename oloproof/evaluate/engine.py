@@ -17,7 +17,7 @@ from oloproof.config.limits import split_trial
 from oloproof.config.locate import Locator, did_you_mean, validate_model
 from oloproof.config.models import ProjectConfig, ReleaseConfig
 from oloproof.errors import ConfigError
-from oloproof.evaluate.base import Evaluator, Verdict
+from oloproof.evaluate.base import NOT_SELECTED_REASON, Evaluator, Verdict, excluded
 from oloproof.evaluate.gate import GateResult, judge_gate
 from oloproof.evaluate.metrics import QuantileMetric
 from oloproof.evaluate.slices import Slice, SliceSpecError
@@ -25,6 +25,9 @@ from oloproof.records import AGENT_TRAJECTORY_V1
 from oloproof.stats.intervals import RateInterval, rate_interval
 from oloproof.stats.quantiles import QuantileInterval, quantile_interval
 from oloproof.views import CaseView, Replays
+
+#: a case an evaluator's ``when:`` does not select (SPEC §18.5)
+NOT_SELECTED = excluded(NOT_SELECTED_REASON)
 
 
 @dataclass(frozen=True)
@@ -170,7 +173,14 @@ class SuiteEvaluation:
         case = case.with_evidence(replays=replays, pair_source=pair_source)
         paths: list[Any] = []
         verdicts = []
+        selection: tuple[str, str] | None = None
         for e in self.evaluators:
+            if e.when is not None:
+                if selection is None:
+                    selection = split_trial(case.case_id)[0], split_trial(case.cluster)[0]
+                if not e.when.selects(selection[0], selection[1], case.tags, case.metadata):
+                    verdicts.append(NOT_SELECTED)
+                    continue
             if e.has_paths:
                 verdict, checks = e.evaluate_paths(case)  # type: ignore[attr-defined]
                 paths.extend(checks)

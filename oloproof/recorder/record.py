@@ -550,7 +550,8 @@ def case_started(run_id: str, position: int, sc: SuiteCase, trial: int | None = 
     # pairs with the same trial of its source (oloproof.config.limits.trial_case_id)
     cluster = trial_case_id(sc.cluster, trial) if sc.cluster is not None else None
     return CaseStarted(run_id, trial_case_id(sc.id, trial), position, sc.fingerprint, sc.input, sc.initial_state,
-                       sc.expected, sc.metadata, cluster, fault=sc.fault, trial=trial, prefix=sc.prefix)
+                       sc.expected, sc.metadata, cluster, fault=sc.fault, trial=trial, prefix=sc.prefix,
+                       tags=list(sc.tags) or None)
 
 
 def failed_case(args: CaseArgs, error: str, kind: str) -> CaseRecord:
