@@ -18,9 +18,13 @@ from oloproof.cli.common import DB_HELP, check_output_path, handled, open_log, p
                    "analysis database (tables runs, cases, steps, verdicts, states, replays, pairs; docs/search.md).")
 @click.option("--out", "out", default=None, help="File to write ('-' for stdout, the default; FILE says the same).")
 @click.option("--force", is_flag=True, help="With --format sqlite: replace FILE if it exists.")
+@click.option("--case-attribute", "case_attributes", multiple=True, metavar="NAME",
+              help="With --format otlp-json: one more attribute of each agent span to hold its case's id "
+                   "(besides oloproof.case.id), e.g. agentevals.eval.case.id; repeatable.")
 @click.option("--db", metavar="PATH", help=DB_HELP)
 @handled
-def command(run: str | None, file: str | None, fmt: str, out: str | None, force: bool, db: str | None) -> None:
+def command(run: str | None, file: str | None, fmt: str, out: str | None, force: bool,
+            case_attributes: tuple[str, ...], db: str | None) -> None:
     """Export every case of a stored RUN (default: latest; one argument that names no run and
     looks like a file — a '.' or a '/' in it — is FILE): its agent_trajectory/v1 and environment_state/v1
     records and its verdicts, one JSON object a line — or, with --format otlp-json, as
@@ -36,6 +40,16 @@ def command(run: str | None, file: str | None, fmt: str, out: str | None, force:
     from oloproof.errors import UsageError
     from oloproof.report.export import export_lines
     from oloproof.report.otlp import export_otlp_lines
+
+    if case_attributes and fmt != "otlp-json":
+        raise UsageError(f"--case-attribute names an attribute of the exported spans: it goes with --format "
+                         f"otlp-json, not {fmt}")
+    for name in case_attributes:
+        if not name or any(c.isspace() or not c.isprintable() for c in name) \
+                or name.startswith(("oloproof.", "gen_ai.")):
+            raise UsageError(f"--case-attribute {name!r}: give an attribute name of your own or of the consumer "
+                             "(e.g. agentevals.eval.case.id), without spaces; oloproof.* and gen_ai.* are the "
+                             "export's own")
 
     looks_like_a_file = run is not None and ("." in run or "/" in run or run == "-")  # no run id has either
     if file is None and run is not None and looks_like_a_file:
@@ -61,7 +75,8 @@ def command(run: str | None, file: str | None, fmt: str, out: str | None, force:
     store = open_log(db)
     try:
         run_id = resolve_run(store, run)
-        lines = list(export_otlp_lines(store, run_id) if fmt == "otlp-json" else export_lines(store, run_id))
+        lines = list(export_otlp_lines(store, run_id, tuple(dict.fromkeys(case_attributes))) if fmt == "otlp-json"
+                     else export_lines(store, run_id))
     finally:
         store.close()
     text = "".join(line + "\n" for line in lines)

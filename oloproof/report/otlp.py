@@ -10,6 +10,14 @@ reads the trajectory back exactly; tracing tools show the GenAI ones. Events hol
 clock: span times are synthetic (one microsecond per step from 2000-01-01) and say only the
 order. The file is the Collector's file exporter format (one ExportTraceServiceRequest per
 line, one line per case), hex ids.
+
+The agent span also carries what consumers match a trace to a case on (issue 25): the case's
+input as the user message (``gen_ai.input.messages``, the GenAI conventions' parts shape), its
+answer as the assistant message (``gen_ai.output.messages``), the id of its line in its case
+file (``oloproof.case.id``; for a trial ``oloproof.case.trial``, for a derived case its source's
+id and ``oloproof.case.transform``; any further attribute names given hold the same id, e.g.
+``agentevals.eval.case.id``) and its recorded environment state (``oloproof.state``), which
+``import otel`` reads back.
 """
 
 from __future__ import annotations
@@ -18,8 +26,9 @@ import hashlib
 from collections.abc import Iterator
 from typing import Any
 
+from oloproof.config.limits import split_trial
 from oloproof.events import canonical_json
-from oloproof.views import CaseView
+from oloproof.views import NO_STATE, CaseView
 
 EPOCH_NS = 946_684_800 * 10**9  # 2000-01-01T00:00:00Z
 STEP_NS = 1_000
@@ -54,15 +63,66 @@ def _span_id(trace: str, n: int) -> str:
     return hashlib.sha256(f"{trace}/{n}".encode()).hexdigest()[:16]
 
 
-def case_spans(run_id: str, view: CaseView, verdicts: dict[str, tuple[str, str | None]], system: str) -> list[dict]:
+#: the input fields whose text is the user's message (the first one present), before the
+#: input's canonical JSON
+USER_TEXT_FIELDS = ("message", "prompt", "query", "question", "request", "input", "text")
+#: the output fields whose text is the answer (the first one present), when no final step has one
+ANSWER_FIELDS = ("answer", "final", "output", "response", "text", "message")
+
+
+def _text_part(text: str) -> dict[str, Any]:
+    return {"type": "text", "content": text}
+
+
+def _as_parts(message: dict[str, Any]) -> dict[str, Any]:
+    """A chat message with text ``content`` (OpenAI's shape) in the conventions' parts shape."""
+    content = message.get("content")
+    if "parts" in message or not isinstance(content, str):
+        return message
+    return {**{k: v for k, v in message.items() if k != "content"}, "parts": [_text_part(content)]}
+
+
+def user_messages(input_: Any) -> list[dict[str, Any]]:
+    """The case's input as GenAI input messages: the messages it holds when it holds some (an
+    imported trace's, text ``content`` put in parts), else one user message whose text is the
+    first of :data:`USER_TEXT_FIELDS` that is text, else the input's canonical JSON."""
+    held = input_.get("messages") if isinstance(input_, dict) else None
+    if isinstance(held, list) and held and all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in held):
+        return [_as_parts(m) for m in held]
+    text = next((input_[k] for k in USER_TEXT_FIELDS if isinstance(input_.get(k), str)), None) \
+        if isinstance(input_, dict) else input_ if isinstance(input_, str) else None
+    return [{"role": "user", "parts": [_text_part(text if text is not None else _json(input_))]}]
+
+
+def answer_messages(view: CaseView) -> list[dict[str, Any]] | None:
+    """The case's answer as GenAI output messages (one assistant message), or None when it gave
+    none: the text of its last ``final`` step, else the first of :data:`ANSWER_FIELDS` of its
+    output that is text, else its output's canonical JSON."""
+    steps = view.trajectory.steps if view.trajectory is not None else ()
+    final = next((s.result for s in reversed(steps) if s.kind == "final" and s.result is not None), None)
+    value = final if final is not None else view.output
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        value = next((value[k] for k in ANSWER_FIELDS if isinstance(value.get(k), str)), value)
+    text = value if isinstance(value, str) else _json(value)
+    return [{"role": "assistant", "parts": [_text_part(text)],
+             "finish_reason": "error" if view.error else "stop"}]
+
+
+def case_spans(run_id: str, view: CaseView, verdicts: dict[str, tuple[str, str | None]], system: str,
+               case_attributes: tuple[str, ...] = ()) -> list[dict]:
     """One case as OTLP JSON spans: the ``invoke_agent`` root (input, output, verdicts as
-    ``oloproof.verdict.<criterion>`` attributes), then a child span per step, a tool result
-    folded into its call's span when it came right after. Ids and times are derived from the
-    run, the case and the step order, so the same case always exports the same spans.
+    ``oloproof.verdict.<criterion>`` attributes, the case's id and its messages), then a child
+    span per step, a tool result folded into its call's span when it came right after. Ids and
+    times are derived from the run, the case and the step order, so the same case always
+    exports the same spans.
 
     Args:
         verdicts: criterion -> (verdict, reason) of the case under its run's rules.
         system: the agent's name for the root span when no step names one.
+        case_attributes: more attribute names for the root to hold the case's id under (a
+            consumer's own, e.g. ``agentevals.eval.case.id``), besides ``oloproof.case.id``.
     """
     trace, root_id = _ids(run_id, view.case_id)
     steps = list(view.trajectory.steps) if view.trajectory is not None else []
@@ -105,7 +165,15 @@ def case_spans(run_id: str, view: CaseView, verdicts: dict[str, tuple[str, str |
                       "attributes": _attrs({**genai, **own}), "status": status})
         i += 1
     agent = next((s.agent for s in steps if s.agent), None) or system
+    source, trial = split_trial(view.case_id)
+    case_id, _, transform = source.partition("~")  # a derived case's line is its source's
+    answer = answer_messages(view)
     root_attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent,
+                  "gen_ai.input.messages": _json(user_messages(view.input)),
+                  "gen_ai.output.messages": _json(answer) if answer is not None else None,
+                  "oloproof.case.id": case_id, "oloproof.case.trial": trial,
+                  "oloproof.case.transform": transform or None,
+                  **{name: case_id for name in case_attributes},
                   "oloproof.run_id": run_id, "oloproof.case_id": view.case_id,
                   "oloproof.input": _json(view.input), "oloproof.metadata": _json(dict(view.metadata)),
                   "oloproof.output": _json(view.output) if view.output is not None else None,
@@ -114,6 +182,7 @@ def case_spans(run_id: str, view: CaseView, verdicts: dict[str, tuple[str, str |
                   "oloproof.step_limit": view.trajectory.step_limit if view.trajectory is not None else None,
                   "oloproof.constraints": _json([[c.name, c.passed, c.step_index] for c in view.trajectory.constraints])
                   if view.trajectory is not None and view.trajectory.constraints else None,
+                  "oloproof.state": _json(view.state) if view.state is not NO_STATE else None,
                   "oloproof.error": view.error, "oloproof.error_kind": view.error_kind}
     for criterion, (verdict, reason) in verdicts.items():
         root_attrs[f"oloproof.verdict.{criterion}"] = verdict
@@ -125,8 +194,9 @@ def case_spans(run_id: str, view: CaseView, verdicts: dict[str, tuple[str, str |
     return [root, *spans]
 
 
-def export_otlp_lines(store: Any, run_id: str) -> Iterator[str]:
-    """One ExportTraceServiceRequest per case (see the module docstring)."""
+def export_otlp_lines(store: Any, run_id: str, case_attributes: tuple[str, ...] = ()) -> Iterator[str]:
+    """One ExportTraceServiceRequest per case (see the module docstring); ``case_attributes``:
+    more attribute names for each agent span to hold its case's id under."""
     from oloproof.app.reports import judged_cases
     from oloproof.app.runs import load_run
 
@@ -134,7 +204,7 @@ def export_otlp_lines(store: Any, run_id: str) -> Iterator[str]:
     resource = {"attributes": _attrs({"service.name": run.started.system_name,
                                       "service.version": run.started.system_version})}
     for view, verdicts in judged_cases(store, run_id):
-        spans = case_spans(run_id, view, verdicts, run.started.system_name)
+        spans = case_spans(run_id, view, verdicts, run.started.system_name, case_attributes)
         request = {"resourceSpans": [{"resource": resource, "scopeSpans": [
             {"scope": {"name": "oloproof", "version": "1"}, "spans": spans}]}]}
         yield canonical_json(request).decode()
