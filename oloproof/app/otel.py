@@ -2,8 +2,8 @@
 
 The traces become one run like any other: ``run_started``, one case stream per agent
 invocation (its steps, model usage, trajectory, output), sealed — so ``show``, ``view``,
-``export``, ``audit verify``, ``eval`` (evaluators that need no ``expected``) and ``prefix
-create`` work on it.
+``export``, ``audit verify``, ``eval`` (evaluators that need no ``expected``, unless the cases
+are joined to a cases file) and ``prefix create`` work on it.
 
 The files are streamed (:func:`oloproof.config.otlp.iter_traces`: only the traces still open
 are held in memory) and every case is written as soon as it is mapped, all inside ONE
