@@ -10,12 +10,16 @@ from oloproof.errors import UsageError
 #: example name -> folder under examples/ (shipped in the wheel as oloproof/_examples).
 EXAMPLES = {"stateful-agent": "stateful_agent", "support-agent": "support_agent",
             "triage-agents": "triage_agents", "release-gate": "release_gate",
-            "prefix-regression": "prefix_regression", "pydantic-ai-agent": "pydantic_ai_agent"}
+            "prefix-regression": "prefix_regression", "pydantic-ai-agent": "pydantic_ai_agent",
+            "pydantic-ai-team": "pydantic_ai_team",
+            "openai-agents-team": "openai_agents_team"}
 #: what ``oloproof init --blank`` copies: a runnable skeleton to start a project from
 BLANK = "blank"
 _FOLDERS = {**EXAMPLES, BLANK: "blank"}
 #: what an example needs beyond Oloproof itself: printed by ``init``, named when it is missing
-EXTRAS = {"pydantic-ai-agent": "pip install 'oloproof[otel]' pydantic-ai-slim"}
+EXTRAS = {"pydantic-ai-agent": "pip install 'oloproof[otel]' pydantic-ai-slim",
+          "pydantic-ai-team": "pip install 'oloproof[pydantic-ai]'",
+          "openai-agents-team": "pip install 'oloproof[openai-agents]'"}
 _SKIP = {"__pycache__", ".oloproof", ".pytest_cache"}
 
 

@@ -1,0 +1,360 @@
+"""Pydantic AI agents recorded and replayed without ``@tool`` (SPEC §18.4):
+``instrument(agent)`` routes every tool call and every model request of an existing
+``pydantic_ai.Agent`` through Oloproof's recorder. Needs ``pip install 'oloproof[pydantic-ai]'``.
+
+::
+
+    from pydantic_ai import Agent
+    from oloproof.integrations.pydantic_ai import instrument
+
+    billing = instrument(Agent(model, name="billing", tools=[issue_refund]))
+
+How: ``instrument`` adds one capability (Pydantic AI's own extension point) to the agent, so
+whatever the agent runs is covered — tools registered afterwards, every toolset, the model of
+the agent or one given to ``run(model=...)``:
+
+* its toolset wrapper (``get_wrapper_toolset``, a ``WrapperToolset``) routes each tool call
+  (function tools and toolsets alike; output tools are the answer, not tool calls): a
+  ``tool_call`` and a ``tool_result`` step, answered from the tape in replays, faultable;
+* its model wrapper (``get_wrapper_model``, a ``WrapperModel`` around whichever model serves
+  a request) routes each model request: one ``decision`` step named after the model, whose
+  arguments are the request's messages and whose result is the ``ModelResponse``, both as
+  Pydantic AI's own JSON (``ModelMessagesTypeAdapter``) with the fields that change from run to
+  run left out (timestamps, run and conversation ids, provider response ids); from the tape the
+  response is rebuilt as a ``ModelResponse``. Tool call ids Pydantic AI makes up at random
+  (a model that gives none, as a ``FunctionModel`` may) are numbered in the case instead;
+* its run hook (``wrap_run``) names the agent in control: a run of another agent hands control
+  to it (one ``handoff`` step) and, when it was started inside a run (a delegating tool),
+  back when it ends. The outermost run's result gives the ``final`` step (its output: text, or
+  a structured output as its JSON form) and the terminal status (``success``, or ``failure``
+  when the run raised).
+
+Steps name ``agent.name``; an agent with no name (Pydantic AI infers one from the variable
+that holds it when it first runs) is named ``agent``, as Pydantic AI's own spans name it.
+Outside a case nothing is wrapped: the agent runs as it would bare. Inside one, the tool calls
+of one model response run one after another (Pydantic AI's ``sequential`` mode), so that
+their steps are recorded in the order the model asked for them and a replay meets them in
+that order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from contextvars import ContextVar
+from typing import Any
+
+from pydantic_ai import Agent
+from pydantic_ai.capabilities import AbstractCapability, CombinedCapability
+from pydantic_ai.exceptions import ModelRetry, ToolFailed
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse, ToolCallPart
+from pydantic_ai.models import Model, ModelRequestParameters
+from pydantic_ai.models.wrapper import WrapperModel
+from pydantic_ai.run import AgentRunResult
+from pydantic_ai.settings import ModelSettings
+from pydantic_ai.tool_manager import ToolManager
+from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, WrapperToolset
+from pydantic_core import to_jsonable_python
+
+from oloproof.integrations import aroute, declare, switch_to
+from oloproof.replay.tape import ReplayedToolError
+from oloproof.system import _CURRENT, ToolCodec
+
+__all__ = ["agent_name", "decode_response", "encode_messages", "encode_response", "instrument"]
+
+#: the name of the agent whose run encloses the code that runs now (None: no routed run)
+_RUN: ContextVar[str | None] = ContextVar("oloproof_pydantic_ai_run", default=None)
+#: a routed tool call is in progress (what runs now runs inside it)
+_IN_CALL: ContextVar[bool] = ContextVar("oloproof_pydantic_ai_in_call", default=False)
+
+#: message fields that differ between two runs of a deterministic agent
+_VOLATILE = ("timestamp", "run_id", "conversation_id", "provider_response_id")
+#: a tool call id Pydantic AI made up (``_utils.generate_tool_call_id``: a prefix and a uuid4)
+_RANDOM_ID = re.compile(r"pyd_ai_[0-9a-f]{32}")
+
+
+def agent_name(agent: Any) -> str:
+    """The name a step of ``agent`` is recorded under: ``agent.name``, or ``agent`` when it has
+    none (the name Pydantic AI's own spans give it)."""
+    return agent.name or "agent"
+
+
+# ---- the codec: Pydantic AI's messages as JSON ----------------------------------------------
+
+def _normalised(data: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Leave out the volatile fields, and the fields at their default (None, a zero count):
+    decoding gives them back. What the parts hold (a tool's arguments, a text) is kept as is."""
+    for message in data:
+        for key in _VOLATILE:
+            message.pop(key, None)
+        _drop_unset(message)
+        usage = message.get("usage")
+        if isinstance(usage, dict):
+            for key in [k for k, v in usage.items() if v is None or v == 0 or v == {}]:
+                del usage[key]
+        for part in message.get("parts", ()):
+            part.pop("timestamp", None)
+            _drop_unset(part)
+    return data
+
+
+def _drop_unset(fields: dict[str, Any]) -> None:
+    for key in [k for k, v in fields.items() if v is None]:
+        del fields[key]
+
+
+def encode_messages(messages: Sequence[ModelMessage]) -> list[dict[str, Any]]:
+    """Messages (requests and responses) as Pydantic AI's JSON (``ModelMessagesTypeAdapter``),
+    without what changes from run to run: timestamps, run and conversation ids, provider
+    response ids. Deterministic for a deterministic agent."""
+    return _normalised(ModelMessagesTypeAdapter.dump_python(list(messages), mode="json"))
+
+
+def encode_response(response: Any) -> Any:
+    """A ``ModelResponse`` as recorded (:func:`encode_messages` of it alone); anything else as
+    its JSON form."""
+    if isinstance(response, ModelResponse):
+        return encode_messages([response])[0]
+    return to_jsonable_python(response)
+
+
+def decode_response(data: Any) -> ModelResponse:
+    """The ``ModelResponse`` :func:`encode_response` recorded (timestamps: now)."""
+    message = ModelMessagesTypeAdapter.validate_python([data])[0]
+    if not isinstance(message, ModelResponse):
+        raise TypeError(f"the recorded message is a {type(message).__name__}, not a ModelResponse")
+    return message
+
+
+#: how a model request and its response go on the tape
+CODEC = ToolCodec(encode_response, decode_response)
+
+
+# ---- what one case knows ---------------------------------------------------------------------
+
+class _CaseState:
+    """Per case: how many tool calls the model asked for so far (the numbers given to the
+    tool call ids Pydantic AI makes up)."""
+
+    __slots__ = ("calls",)
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+
+def _state(rec: Any) -> _CaseState:
+    return rec.extra("oloproof.pydantic_ai", _CaseState)
+
+
+def _numbered(response: ModelResponse, first: int) -> ModelResponse:
+    """``response`` with each made-up tool call id replaced by ``pyd_ai_call_<n>``, ``n``
+    counting the case's tool calls from ``first``: the same in every recording and replay."""
+    parts = list(response.parts)
+    changed = False
+    n = first
+    for i, part in enumerate(parts):
+        if isinstance(part, ToolCallPart):
+            n += 1
+            if _RANDOM_ID.fullmatch(part.tool_call_id):
+                parts[i] = dataclasses.replace(part, tool_call_id=f"pyd_ai_call_{n}")
+                changed = True
+    return dataclasses.replace(response, parts=parts) if changed else response
+
+
+def _jsonable(arguments: dict[str, Any]) -> dict[str, Any]:
+    for value in arguments.values():
+        if not isinstance(value, (str, int, float, bool, type(None))):
+            return to_jsonable_python(arguments)
+    return arguments
+
+
+def _answer(output: Any) -> Any:
+    return output if isinstance(output, str) else to_jsonable_python(output)
+
+
+# ---- the wrappers ------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class _RoutedToolset(WrapperToolset[Any]):
+    """Every tool call of the agent's toolsets through the recorder."""
+
+    agent: Any = None
+
+    async def call_tool(self, name: str, tool_args: dict[str, Any], ctx: Any, tool: ToolsetTool[Any]) -> Any:
+        call = self.wrapped.call_tool
+        rec = _CURRENT.get()
+        if rec is None:
+            return await call(name, tool_args, ctx, tool)
+        # A call made inside another routed call (a delegate agent's tool, run by a tool of the
+        # agent that delegated) gets no automatic checkpoint: a replay resuming there would
+        # answer the enclosing call from the tape whole, the inner call included, so the fault
+        # could never be applied. Resuming before the enclosing call re-runs it live instead.
+        # (The recorder does the same for concurrent tasks; see the report of issue 25 for
+        # the change that makes this the recorder's own rule and this workaround unnecessary.)
+        quiet = _IN_CALL.get() and getattr(rec, "_auto_checkpoints", False)
+        if quiet:
+            rec._auto_checkpoints = False
+        token = _IN_CALL.set(True)
+        try:
+            return await aroute(name, call, (name, tool_args, ctx, tool), arguments=_jsonable(tool_args),
+                                agent=agent_name(self.agent))
+        except ReplayedToolError as e:
+            # the tape's answer to a call that raised: what tells Pydantic AI to retry or to
+            # report the failure to the model must stay what it was when recorded
+            kind, _, message = str(e).partition(": ")
+            if kind == "ModelRetry":
+                raise ModelRetry(message) from None
+            if kind == "ToolFailed":
+                raise ToolFailed(message) from None
+            raise
+        finally:
+            _IN_CALL.reset(token)
+            if quiet:
+                rec._auto_checkpoints = True
+
+
+class _RoutedModel(WrapperModel):
+    """Every request to the model through the recorder: one ``decision`` step."""
+
+    def __init__(self, wrapped: Model, agent: Any) -> None:
+        super().__init__(wrapped)
+        self._agent = agent
+
+    async def request(self, messages: list[ModelMessage], model_settings: ModelSettings | None,
+                      model_request_parameters: ModelRequestParameters) -> ModelResponse:
+        rec = _CURRENT.get()
+        if rec is None:
+            return await self.wrapped.request(messages, model_settings, model_request_parameters)
+        state = _state(rec)
+        first = state.calls
+
+        async def ask() -> ModelResponse:
+            response = await self.wrapped.request(messages, model_settings, model_request_parameters)
+            return _numbered(response, first) if isinstance(response, ModelResponse) else response
+
+        response = await aroute(self.wrapped.model_name, ask, arguments={"messages": encode_messages(messages)},
+                                kind="model", codec=CODEC, agent=agent_name(self._agent))
+        state.calls = first + sum(isinstance(p, ToolCallPart) for p in response.parts)
+        usage = response.usage
+        rec.usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+                  model=self.wrapped.model_name)
+        return response
+
+
+@dataclasses.dataclass
+class _Recording(AbstractCapability[Any]):
+    """What :func:`instrument` adds to an agent: its tool calls, model requests and runs
+    through the recorder inside a case; nothing outside one."""
+
+    agent: Any = None
+
+    def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any] | None:
+        if _CURRENT.get() is None:
+            return None
+        return _RoutedToolset(toolset, agent=self.agent)
+
+    def get_wrapper_model(self, model: Model) -> Model | None:
+        if _CURRENT.get() is None:
+            return None
+        return _RoutedModel(model, self.agent)
+
+    async def wrap_run(self, ctx: Any, *, handler: Callable[[], Awaitable[AgentRunResult[Any]]]
+                       ) -> AgentRunResult[Any]:
+        rec = _CURRENT.get()
+        if rec is None:
+            return await handler()
+        name = agent_name(self.agent)
+        outer = _RUN.get()
+        token = _RUN.set(name)
+        switch_to(name)
+        try:
+            with ToolManager.parallel_execution_mode("sequential"):
+                result = await handler()
+        except Exception:
+            if outer is None:
+                rec.finish("failure")
+            else:
+                switch_to(outer)
+            raise
+        finally:
+            _RUN.reset(token)
+        if outer is None:
+            rec.final(_answer(result.output), agent=name)
+            rec.finish("success")
+        else:
+            switch_to(outer)  # a delegate's run is over: the agent that ran it has control again
+        return result
+
+
+# ---- instrument --------------------------------------------------------------------------------
+
+class _LiveDeclarations(dict):
+    """An instrumented agent's ``__oloproof_tools__`` (see :func:`oloproof.integrations.declare`):
+    read again from the agent's function toolsets each time the tool-name check reads it, so a
+    tool registered after :func:`instrument` is declared too."""
+
+    def __init__(self, agent: Any) -> None:
+        super().__init__()
+        self.agent = agent
+
+    def items(self) -> Any:
+        _declare_tools(self.agent)
+        return super().items()
+
+    def keys(self) -> Any:
+        _declare_tools(self.agent)
+        return super().keys()
+
+    def __iter__(self) -> Any:
+        _declare_tools(self.agent)
+        return super().__iter__()
+
+
+def _declare_tools(agent: Any) -> None:
+    leaves: list[AbstractToolset[Any]] = []
+    for toolset in agent.toolsets:
+        toolset.apply(leaves.append)
+    for leaf in leaves:
+        if isinstance(leaf, FunctionToolset):
+            for tool_name, tool in leaf.tools.items():
+                definition = tool.tool_def
+                declare(agent, tool_name, schema=definition.parameters_json_schema, doc=definition.description)
+    model = agent.model
+    if isinstance(model, Model):
+        declare(agent, model.model_name, kind="model")
+
+
+def _instrumented(agent: Any) -> bool:
+    found: list[AbstractCapability[Any]] = []
+    agent.root_capability.apply(found.append)
+    return any(isinstance(c, _Recording) for c in found)
+
+
+def instrument(agent: Any) -> Any:
+    """Route ``agent``'s tool calls and model requests through Oloproof's recorder (see the
+    module); returns the same agent. Idempotent: an agent instrumented twice records each call
+    once.
+
+    Args:
+        agent: a ``pydantic_ai.Agent``.
+
+    Returns:
+        ``agent`` itself.
+
+    Raises:
+        TypeError: ``agent`` is not a ``pydantic_ai.Agent`` (a ``WrapperAgent`` such as a
+            durable-execution agent: instrument the agent it wraps).
+    """
+    if not isinstance(agent, Agent):
+        raise TypeError(f"instrument() takes a pydantic_ai.Agent, got {type(agent).__name__}"
+                        + (": instrument the agent it wraps (its .wrapped)" if hasattr(agent, "wrapped") else ""))
+    if _instrumented(agent):
+        return agent
+    # the agent's root capability is what every run starts from (an override of it in a
+    # `with agent.override(root_capability=...)` block replaces this one for that block)
+    agent._root_capability = CombinedCapability([agent.root_capability, _Recording(agent=agent)])
+    if not isinstance(agent.__dict__.get("__oloproof_tools__"), _LiveDeclarations):
+        setattr(agent, "__oloproof_tools__", _LiveDeclarations(agent))  # noqa: B010 - a dunder name
+    _declare_tools(agent)
+    return agent
