@@ -33,7 +33,7 @@ from typing import Any
 
 from oloproof.config.cases import CaseFile, SuiteCase
 from oloproof.config.limits import case_id_problem
-from oloproof.config.otlp import ImportedCase, Span, cases_of_trace, iter_traces, json_or_text
+from oloproof.config.otlp import ImportedCase, Span, iter_cases, iter_traces, json_or_text
 from oloproof.errors import CaseFileError
 from oloproof.events import (
     CODEC,
@@ -89,10 +89,9 @@ def _mapped(files: list[Path], run_id: str, spans: list[int], join: CaseJoin | N
     (``spans[0]`` counts the spans read), joined to its case line when ``join`` has one."""
     seen: dict[str, str] = {}
     position = 0
-    for trace in iter_traces(files):
-        spans[0] += len(trace)
+    for trace, cases in iter_cases(iter_traces(files), spans):  # an ADK conversation's turns: one case
         where = trace[0].where
-        for case in cases_of_trace(trace):
+        for case in cases:
             root = _agent_span(case, trace)
             found = join.match(case, root, trace, where) if join is not None else None
             line = found[0] if found is not None else None
@@ -226,7 +225,6 @@ class CaseJoin:
     key: str | None
     lines: dict[str, SuiteCase]
     used: dict[str, str] = field(default_factory=dict)
-
     used_lines: set[str] = field(default_factory=set)
 
     def match(self, case: ImportedCase, root: Span | None, trace: list[Span], where: str
