@@ -1,7 +1,8 @@
 """Metamorphic transforms and their validity labels (SPEC §7.2).
 
 Each source case gets one derived case per transform, id ``<source>~<transform>``, in the
-source's cluster, with ``input[field]`` rewritten by the template. Validity labels are JSONL
+source's cluster, with ``input[field]`` — or the value at ``target``, ``input.PATH`` or
+``initial_state.PATH`` (SPEC §18.5) — rewritten by the template. Validity labels are JSONL
 lines ``{"case_id": "ord-001~injected", "valid": true}`` written by a person who read the pair.
 Everything is checked before anything runs.
 """
@@ -20,6 +21,7 @@ from oloproof.config.files import read_regular
 from oloproof.config.limits import MAX_NESTING, json_nests_deeper, quoted
 from oloproof.config.locate import Locator, did_you_mean
 from oloproof.config.models import MetamorphicConfig, TransformConfig
+from oloproof.config.paths import ABSENT, replace_at
 from oloproof.errors import CaseFileError, ConfigError
 from oloproof.events import case_fingerprint
 
@@ -27,17 +29,25 @@ SCALARS = (str, int, float, bool)
 
 
 def rewrite(case: SuiteCase, t: TransformConfig) -> SuiteCase:
-    """The case derived from ``case`` by transform ``t`` (SPEC §7.2): id
-    ``<source>~<transform>``, ``input[t.field]`` put into the template's ``{value}`` (a
-    non-string as JSON), its own fingerprint, the source's cluster, expected and fault."""
-    value = case.input[t.field]
+    """The case derived from ``case`` by transform ``t`` (SPEC §7.2, §18.5): id
+    ``<source>~<transform>``, the value ``t`` targets (``input[field]``, or the value at
+    ``input.PATH`` / ``initial_state.PATH``) put into the template's ``{value}`` (a non-string
+    as JSON), its own fingerprint (the rewritten input or initial state is another question),
+    the source's cluster, expected, fault and tags. Only the containers along the path are
+    copied: the source case is never changed."""
+    value = t.original(case.input, case.initial_state)
     text = value if isinstance(value, str) else msgspec.json.encode(value).decode()
-    new_input = {**case.input, t.field: t.template.replace("{value}", text)}
+    new = t.template.replace("{value}", text)
+    new_input, new_state = case.input, case.initial_state
+    if t.root == "input":
+        new_input = replace_at(case.input, t.path, new)
+    else:
+        new_state = replace_at(case.initial_state, t.path, new)
     return SuiteCase(
-        id=f"{case.id}~{t.name}", input=new_input, initial_state=case.initial_state,
+        id=f"{case.id}~{t.name}", input=new_input, initial_state=new_state,
         expected=case.expected, metadata=case.metadata, line=case.line,
-        fingerprint=case_fingerprint(new_input, case.initial_state, case.expected, case.fault), cluster=case.id,
-        fault=case.fault,  # the same question, asked with the rewritten input
+        fingerprint=case_fingerprint(new_input, new_state, case.expected, case.fault), cluster=case.id,
+        fault=case.fault,  # the same question, asked with the rewritten input or world
         tags=case.tags,
     )
 
@@ -58,7 +68,7 @@ class Suite:
 
     def validate(self, locator: Locator | None = None) -> SuiteInfo:
         """Validate the case file, then every derived case: each source case must have every
-        transform's field, as a scalar. The digest and ids then cover the derived cases too.
+        transform's field (or target path), as a scalar. The digest and ids then cover the derived cases too.
 
         Raises:
             CaseFileError: a bad line, or a transform field that is missing or not a scalar.
@@ -71,13 +81,14 @@ class Suite:
         ids = set(info.ids)
         for case in self.cases:
             for t in self.transforms:
-                if t.field not in case.input:
+                value = t.original(case.input, case.initial_state)
+                if value is ABSENT:
                     missing[t.name].append(case.id)
                     continue
-                if not isinstance(case.input[t.field], SCALARS):
+                if not isinstance(value, SCALARS):
                     raise CaseFileError(
-                        f"{self.cases.label}:{case.line}: case {quoted(case.id)}: field 'input.{t.field}': "
-                        f"transform {t.name!r} rewrites text, got a {type(case.input[t.field]).__name__}")
+                        f"{self.cases.label}:{case.line}: case {quoted(case.id)}: field {quoted(t.label)}: "
+                        f"transform {t.name!r} rewrites text, got a {type(value).__name__}")
                 derived = rewrite(case, t)
                 digest.update(f"{derived.id}\x00{derived.fingerprint}\n".encode())
                 ids.add(derived.id)
@@ -85,9 +96,9 @@ class Suite:
             if ids_missing:
                 shown = ", ".join(quoted(i) for i in ids_missing[:5])
                 more = f" and {len(ids_missing) - 5} more" if len(ids_missing) > 5 else ""
-                field = next(t.field for t in self.transforms if t.name == name)
+                where = next(t.label for t in self.transforms if t.name == name)
                 raise CaseFileError(
-                    f"{self.cases.label}: transform {name!r} rewrites input.{field}, which "
+                    f"{self.cases.label}: transform {name!r} rewrites {where}, which "
                     f"{len(ids_missing)} case(s) do not have: {shown}{more}")
         return SuiteInfo(count=len(ids), digest=digest.hexdigest(), ids=frozenset(ids), sources=info.sources,
                          fault_tools=info.fault_tools, expected_tools=info.expected_tools)

@@ -21,13 +21,14 @@ from pydantic import (
     model_validator,
 )
 
+from oloproof.config import paths as state_paths
 from oloproof.config.limits import (
     MAX_NAME_LENGTH,
     MAX_TRANSFORM_NAME,
     case_id_problem,
     quoted,
 )
-from oloproof.config.locate import Locator, load_yaml, validate_model
+from oloproof.config.locate import Locator, did_you_mean, load_yaml, validate_model
 from oloproof.errors import ConfigError
 from oloproof.records import KNOWN_RECORDS
 
@@ -105,14 +106,68 @@ class MetricConfig(Strict):
     quantile: float = Field(gt=0, lt=1)
 
 
+#: what a metamorphic transform may rewrite: ``input.PATH`` or ``initial_state.PATH``
+TRANSFORM_ROOTS = ("input", "initial_state")
+
+
 class TransformConfig(Strict):
-    """A metamorphic transform: rewrite ``input[field]`` with ``template`` (SPEC §7.2)."""
+    """A metamorphic transform (SPEC §7.2, §18.5): rewrite one value of every source case with
+    ``template`` — ``input[field]``, or the value at ``target``: ``input.PATH`` or
+    ``initial_state.PATH`` (an injection placed in the environment, not in the request).
+    Exactly one of ``field`` and ``target``."""
 
     name: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
-    field: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
+    #: the ``input`` key to rewrite (one key, taken literally: a dot in it is no path)
+    field: str | None = Field(default=None, min_length=1, max_length=MAX_NAME_LENGTH)
+    #: ``input.PATH`` or ``initial_state.PATH`` (the path syntax of state evaluators)
+    target: str | None = Field(default=None, min_length=1, max_length=MAX_NAME_LENGTH)
     template: str
     validity_labels: str | None = None
     minimum_validity: float = Field(default=1.0, ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _one_target(self) -> TransformConfig:
+        if (self.field is None) == (self.target is None):
+            raise ValueError("give exactly one of field (an input key) and target (input.PATH or "
+                             "initial_state.PATH)")
+        if self.target is not None:
+            root, dot, rest = self.target.partition(".")
+            if root in TRANSFORM_ROOTS and not rest:
+                raise ValueError(f"target {quoted(self.target)} names no path: write {root}.PATH "
+                                 "(e.g. initial_state.inbox[0].body)")
+            if root not in TRANSFORM_ROOTS or not dot:
+                raise ValueError(f"target {quoted(self.target)} must start with input. or initial_state. "
+                                 f"(e.g. initial_state.inbox[0].body){did_you_mean(root, TRANSFORM_ROOTS)}")
+            try:
+                state_paths.parse_path(rest)
+            except state_paths.PathError as e:
+                raise ValueError(f"target {quoted(self.target)}: {e}") from None
+        return self
+
+    @property
+    def root(self) -> str:
+        """``input`` or ``initial_state``: the part of the case the transform rewrites."""
+        return "input" if self.target is None else self.target.partition(".")[0]
+
+    @property
+    def path(self) -> tuple[Any, ...]:
+        """The path of the rewritten value under :attr:`root` (``(field,)`` for ``field:``)."""
+        if self.target is None:
+            return (self.field,)
+        return state_paths.parse_path(self.target.partition(".")[2])
+
+    @property
+    def label(self) -> str:
+        """Where the transform writes, as messages and the case panel show it:
+        ``input.message``, ``initial_state.inbox[0].body``."""
+        if self.target is None:
+            return f"input.{self.field}"
+        return f"{self.root}.{state_paths.format_path(self.path)}"
+
+    def original(self, input: Any, initial_state: Any) -> Any:
+        """The value the transform rewrites in a case with this ``input`` and
+        ``initial_state`` (:data:`oloproof.config.paths.ABSENT` when the case has none)."""
+        return state_paths.resolve(input if self.root == "input" else initial_state, self.path)
 
     @field_validator("name")
     @classmethod

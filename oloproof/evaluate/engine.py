@@ -600,6 +600,10 @@ def build_suite(config: ProjectConfig, locator: Locator, release: ReleaseConfig 
                 f"{locator.where(('evaluators', i, 'transform'))}: evaluators[{i}].transform: no transform "
                 f"named {name!r} under metamorphic.transforms{did_you_mean(name, transforms)}"
             )
+        check = getattr(ev, "transform_problem", None)  # e.g. same_state over a state-writing transform
+        problem = check(transforms[name]) if name is not None and check is not None else None
+        if problem is not None:
+            raise ConfigError(f"{locator.where(('evaluators', i))}: evaluators[{i}] ({ev.criterion}): {problem}")
     if release is not None:
         rl = release_locator or Locator("release.yaml")
         for k, rule in enumerate(release.rules):

@@ -7,6 +7,11 @@ every other case is excluded (``not_a_pair``).
   trace fails once the prefixes differ, else is missing);
 * ``same_state`` — the final environment states are equal.
 
+``ignore_paths`` leaves paths of the compared outputs or states out (SPEC §18.5): a transform
+that writes attacker text into ``initial_state`` makes the final states differ there by
+construction, so ``same_state`` under it must ignore that path (checked with the
+configuration, :meth:`MetamorphicRelation.transform_problem`).
+
 A pair labelled invalid by a person is excluded (``invalid_transform``). Whether the labels
 cover the pairs and enough of them are valid is the gate's question
 (``transform_not_checked``), not this evaluator's.
@@ -14,10 +19,11 @@ cover the pairs and enough of them are valid is the gate's question
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator, model_validator
 
+from oloproof.config.paths import replace_at
 from oloproof.evaluate.base import (
     FAIL,
     PASS,
@@ -28,6 +34,7 @@ from oloproof.evaluate.base import (
     excluded,
     missing,
 )
+from oloproof.evaluate.paths import ABSENT, Path, PathError, format_path, parse_path, resolve
 from oloproof.events import canonical_json
 from oloproof.records import AGENT_TRAJECTORY_V1, ENVIRONMENT_STATE_V1
 from oloproof.views import NO_STATE, CaseView
@@ -35,10 +42,56 @@ from oloproof.views import NO_STATE, CaseView
 
 class RelationConfig(EvaluatorConfig):
     """Config of ``type: metamorphic_relation``: which ``relation`` must hold between a source
-    case and its derived case under ``transform`` (a name from ``metamorphic.transforms``)."""
+    case and its derived case under ``transform`` (a name from ``metamorphic.transforms``),
+    and the ``ignore_paths`` left out of the comparison (paths into the final state for
+    ``same_state``, into the output for ``same_output``; each must parse; not for
+    ``same_actions``)."""
 
     relation: Literal["same_output", "same_actions", "same_state"]
     transform: str = Field(min_length=1)
+    ignore_paths: list[str] = []
+
+    @field_validator("ignore_paths")
+    @classmethod
+    def _paths(cls, v: list[str]) -> list[str]:
+        for p in v:
+            try:
+                parse_path(p)
+            except PathError as e:
+                raise ValueError(str(e)) from None
+        return v
+
+    @model_validator(mode="after")
+    def _ignore_what_is_compared(self) -> RelationConfig:
+        if self.ignore_paths and self.relation == "same_actions":
+            raise ValueError("ignore_paths leaves paths of the final state (same_state) or of the output "
+                             "(same_output) out of the comparison; same_actions compares tool calls")
+        return self
+
+
+#: what an ignored list item is replaced with on both sides (the items after it keep their place)
+IGNORED = "<ignored>"
+
+
+def without(value: Any, paths: list[Path]) -> Any:
+    """``value`` with the values at ``paths`` left out: an object's key removed (so a key present
+    on one side only is no difference), a list item replaced by :data:`IGNORED`; a path that
+    leads nowhere changes nothing. ``value`` itself is never changed."""
+    for path in paths:
+        if resolve(value, path) is ABSENT:
+            continue
+        parent, last = path[:-1], path[-1]
+        container = resolve(value, parent)
+        if isinstance(container, dict):
+            value = replace_at(value, parent, {k: v for k, v in container.items() if k != str(last)})
+        else:
+            value = replace_at(value, path, IGNORED)
+    return value
+
+
+def covers(ignored: Path, path: Path) -> bool:
+    """Whether ignoring ``ignored`` leaves ``path`` out too (it is ``path`` or above it)."""
+    return len(ignored) <= len(path) and all(str(a) == str(b) for a, b in zip(ignored, path))
 
 
 def actions(case: CaseView) -> list[bytes]:
@@ -60,6 +113,7 @@ class MetamorphicRelation(Evaluator):
 
     def __init__(self, config: RelationConfig):
         super().__init__(config)
+        self._ignored = [parse_path(p) for p in config.ignore_paths]
         relation = config.relation
         self.requires = ((AGENT_TRAJECTORY_V1,) if relation == "same_actions" else
                          (ENVIRONMENT_STATE_V1,) if relation == "same_state" else ())
@@ -69,6 +123,25 @@ class MetamorphicRelation(Evaluator):
 
     def default_criterion(self) -> str:
         return f"{self.config.relation}_under_{self.config.transform}"
+
+    def transform_problem(self, transform: Any) -> str | None:
+        """Why the relation cannot hold under ``transform`` (its TransformConfig), or None: a
+        ``same_state`` relation over a transform that writes into ``initial_state`` compares
+        final states that start different at the rewritten path, unless ``ignore_paths``
+        leaves it (or a path above it) out."""
+        if self.config.relation != "same_state" or transform.root != "initial_state":
+            return None
+        if any(covers(p, transform.path) for p in self._ignored):
+            return None
+        where = format_path(transform.path)
+        return (f"same_state under transform {transform.name!r} compares final states that start different at "
+                f"{where} (the transform rewrites {transform.label}): add ignore_paths: [{where!r}] (or a path "
+                "above it) to compare the rest of the state")
+
+    def _same(self, a: Any, b: Any) -> bool:
+        if self._ignored:
+            a, b = without(a, self._ignored), without(b, self._ignored)
+        return canonical_json(a) == canonical_json(b)
 
     def evaluate(self, case: CaseView) -> Verdict:
         """Judge the pair whose derived case is ``case``.
@@ -91,7 +164,8 @@ class MetamorphicRelation(Evaluator):
         return self.compare(source, case)
 
     def compare(self, a: CaseView, b: CaseView) -> Verdict:
-        """Whether the relation holds between ``a`` and ``b`` (canonical JSON equality).
+        """Whether the relation holds between ``a`` and ``b`` (canonical JSON equality, the
+        ``ignore_paths`` left out of outputs or states).
 
         ``same_state``: missing when either side recorded no state. ``same_actions``: missing
         when either recorded no trajectory; with a truncated side, FAIL once the common
@@ -100,11 +174,11 @@ class MetamorphicRelation(Evaluator):
         """
         relation = self.config.relation
         if relation == "same_output":
-            return PASS if canonical_json(a.output) == canonical_json(b.output) else FAIL
+            return PASS if self._same(a.output, b.output) else FAIL
         if relation == "same_state":
             if a.state is NO_STATE or b.state is NO_STATE:
                 return missing("no_state_recorded")
-            return PASS if canonical_json(a.state) == canonical_json(b.state) else FAIL
+            return PASS if self._same(a.state, b.state) else FAIL
         if a.trajectory is None or b.trajectory is None:
             return missing("no_trajectory_recorded")
         x, y = actions(a), actions(b)

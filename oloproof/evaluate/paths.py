@@ -5,75 +5,15 @@ Pure functions, no I/O.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from typing import Any
 
-import msgspec
+# the path syntax is configuration's too (case validation, metamorphic transforms): it lives
+# in oloproof.config.paths, below both, and is re-exported here
+from oloproof.config.paths import ABSENT, Path, PathError, format_path, parse_path, resolve
 
-ABSENT: Any = msgspec.UNSET  # a path that leads nowhere; omitted when encoded
-_INDEX = re.compile(r"\[(\d+)\]")
-
-Path = tuple[Any, ...]
-
-
-class PathError(ValueError):
-    """A path string that does not parse (empty, an empty segment, a bad ``[index]``)."""
-
-    pass
-
-
-def parse_path(text: str) -> Path:
-    """``"orders.ord-1.items[0].sku"`` → ``("orders", "ord-1", "items", 0, "sku")``."""
-    if not isinstance(text, str) or not text.strip():
-        raise PathError(f"a path must be a non-empty string, got {text!r}")
-    out: list[Any] = []
-    for part in text.split("."):
-        head, _, tail = part.partition("[")
-        if not head and not tail:
-            raise PathError(f"path {text!r} has an empty segment")
-        if head:
-            out.append(head)
-        if tail:
-            indexes = _INDEX.findall("[" + tail)
-            if "".join(f"[{i}]" for i in indexes) != "[" + tail:
-                raise PathError(f"path {text!r}: bad index in {part!r} (use items[0] or items.0)")
-            out.extend(int(i) for i in indexes)
-    return tuple(out)
-
-
-def format_path(path: Path) -> str:
-    """The inverse of :func:`parse_path`: ``("items", 0, "sku")`` → ``"items[0].sku"``."""
-    text = ""
-    for seg in path:
-        if isinstance(seg, int):
-            text += f"[{seg}]"
-        else:
-            text += ("." if text else "") + str(seg)
-    return text
-
-
-def resolve(value: Any, path: Path) -> Any:
-    """The value at ``path``, or :data:`ABSENT`."""
-    for seg in path:
-        if isinstance(value, dict):
-            key = str(seg)
-            if key not in value:
-                return ABSENT
-            value = value[key]
-        elif isinstance(value, list):
-            if isinstance(seg, int):
-                i = seg
-            elif isinstance(seg, str) and seg.isdigit():
-                i = int(seg)
-            else:
-                return ABSENT
-            if i >= len(value):
-                return ABSENT
-            value = value[i]
-        else:
-            return ABSENT
-    return value
+__all__ = ["ABSENT", "Path", "PathError", "equal", "format_path", "leaves", "parse_path", "resolve",
+           "walk_leaves"]
 
 
 def leaves(value: Any, prefix: Path = ()) -> Iterator[tuple[Path, Any]]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from oloproof.events import canonical_json
 from oloproof.views import NO_STATE, CaseView
 
@@ -19,15 +21,20 @@ def calls_text(view: CaseView) -> str:
 
 
 def pair_rows(pair: Any) -> list[list[Any]]:
-    """[label, source value, derived value] rows: the request field, the output, the tool
-    calls, the final state, then each relation's verdict."""
-    s, d, field = pair.source, pair.derived, pair.transform.field
+    """[label, source value, derived value] rows: the rewritten value (``input.message``,
+    ``initial_state.inbox[0].body``), the output, the tool calls, the final state, then each
+    relation's verdict."""
+    s, d, t = pair.source, pair.derived, pair.transform
 
     def state(v: CaseView) -> Any:
         return None if v.state is NO_STATE else v.state
 
+    def rewritten(v: CaseView) -> Any:
+        value = t.original(v.input, v.initial_state)
+        return None if value is msgspec.UNSET else value
+
     rows: list[list[Any]] = [
-        [f"input.{field}", s.input.get(field), d.input.get(field)],
+        [t.label, rewritten(s), rewritten(d)],
         ["output", f"error: {s.error}" if s.error else s.output, f"error: {d.error}" if d.error else d.output],
         ["tool calls", calls_text(s), calls_text(d)],
         ["final state", state(s), state(d)],
