@@ -11,7 +11,9 @@ from oloproof.records import (
     AgentStep,
     AgentTrajectory,
     Case,
+    CaseView,
     PrefixSnapshot,
+    Verdict,
 )
 from oloproof.system import Replayable, Resumable, Stateful, current_case, system, tool
 
@@ -41,11 +43,13 @@ __all__ = [
     "AgentStep",
     "AgentTrajectory",
     "Case",
+    "CaseView",
     "OloproofError",
     "PrefixSnapshot",
     "Replayable",
     "Resumable",
     "Stateful",
+    "Verdict",
     "current_case",
     "evaluator",
     "open_store",

@@ -132,6 +132,150 @@ class PrefixSnapshot(msgspec.Struct, frozen=True):
     metadata: dict[str, Any] = {}
 
 
+# ---- what a python check sees and returns (SPEC §18.5; docs/writing-a-check.md) ----------
+
+#: the verdicts a check may return (oloproof.evaluate.base)
+VERDICT_KINDS = ("pass", "fail", "missing", "excluded")
+#: longest reason code a check may give
+MAX_REASON_LENGTH = 64
+_REASON_CODE = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+
+
+def reason_code_problem(reason: Any) -> str | None:
+    """Why ``reason`` is not a reason code, or None when it is one: a reason code is a short
+    name like the built-in ones (``no_state_recorded``, ``FAIL_TOOL_ACCESS``) — a letter, then
+    letters, digits and underscores, at most :data:`MAX_REASON_LENGTH` characters. A sentence
+    belongs in a check's own output, not in a code that is counted and compared across runs."""
+    if not isinstance(reason, str):
+        return f"a reason code is text, got {type(reason).__name__} {quoted(reason)}"
+    if len(reason) > MAX_REASON_LENGTH or not _REASON_CODE.fullmatch(reason):
+        return (f"{quoted(reason)} is not a reason code: a letter, then letters, digits and underscores, "
+                f"at most {MAX_REASON_LENGTH} characters (e.g. 'wrong_amount')")
+    return None
+
+
+class Verdict(msgspec.Struct, frozen=True):
+    """What a python check returns (``{type: python}``, SPEC §18.5): ``pass``, ``fail``,
+    ``missing`` (not observed: the case stays in the denominator) or ``excluded`` (the
+    question does not apply: the case leaves it), with a reason code.
+
+    Build one with :meth:`pass_`, :meth:`fail`, :meth:`missing` or :meth:`excluded`. ``missing``
+    and ``excluded`` need a reason, ``fail`` may have one; a reason is a short code
+    (:func:`reason_code_problem`), checked when the verdict is built (``ValueError``), so a
+    check that builds a bad one errors — its case is ``missing`` (``evaluator_error``), never
+    passed.
+    """
+
+    verdict: str
+    reason: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.verdict not in VERDICT_KINDS:
+            raise ValueError(f"verdict {quoted(self.verdict)} is not one of {', '.join(VERDICT_KINDS)}")
+        if self.reason is None:
+            if self.verdict in ("missing", "excluded"):
+                raise ValueError(f"a {self.verdict} verdict needs a reason code (e.g. "
+                                 f"Verdict.{self.verdict}('no_answer'))")
+            return
+        problem = reason_code_problem(self.reason)
+        if problem is not None:
+            raise ValueError(problem)
+
+    @classmethod
+    def pass_(cls) -> Verdict:
+        """The case passes (``pass_``: ``pass`` is a Python keyword)."""
+        return _PASS
+
+    @classmethod
+    def fail(cls, reason: str | None = None) -> Verdict:
+        """The case fails, optionally with a reason code (``fail("wrong_amount")``)."""
+        return _FAIL if reason is None else cls("fail", reason)
+
+    @classmethod
+    def missing(cls, reason: str) -> Verdict:
+        """The case could not be observed (``missing("no_answer")``): it stays in the
+        denominator and is never counted as passed."""
+        return cls("missing", reason)
+
+    @classmethod
+    def excluded(cls, reason: str) -> Verdict:
+        """The question does not apply to the case (``excluded("no_transfer_asked")``): it
+        leaves the denominator."""
+        return cls("excluded", reason)
+
+
+_PASS = Verdict("pass")
+_FAIL = Verdict("fail")
+
+
+class ReplayResult(msgspec.Struct, frozen=True, kw_only=True):
+    """One replay of a case as a check sees it: its ``steps`` (:class:`AgentStep`; empty when
+    it recorded no trajectory), ``terminal_status`` (None: no trajectory) and ``truncated``,
+    its ``output``, its final ``state`` (None with ``state_recorded`` False when it recorded
+    none) and its ``error`` (None unless the replay raised)."""
+
+    steps: tuple[AgentStep, ...] = ()
+    terminal_status: str | None = None
+    truncated: bool = False
+    output: Any = None
+    state: Any = None
+    state_recorded: bool = False
+    error: str | None = None
+
+
+class FaultReplay(msgspec.Struct, frozen=True, kw_only=True):
+    """The replays of one fault a ``fault_recovery`` evaluator of the suite asks for (SPEC
+    §7.1): the first result of ``tool`` replaced by ``fault``, from the latest checkpoint before
+    that call. ``control`` is the replay with no change; ``faithful`` is True when it ran cleanly
+    and reproduced the recording (same steps from the checkpoint, terminal status and state) —
+    only then is the fault replayed, as ``faulted``. Either is None when it was not run."""
+
+    tool: str
+    fault: str
+    faithful: bool = False
+    control: ReplayResult | None = None
+    faulted: ReplayResult | None = None
+
+
+class CaseView(msgspec.Struct, frozen=True, kw_only=True):
+    """One recorded case, as a python check (``{type: python}``, SPEC §18.5) sees it.
+
+    A frozen, public projection of the log, made fresh for each call (a check that changes
+    the dicts inside changes nothing another evaluator sees):
+
+    * ``id``, ``input``, ``expected`` (the case's ``expected``, ``{}`` when it has none),
+      ``initial_state``, ``metadata`` and ``tags``, as the case file gave them;
+    * ``output``: what the system returned;
+    * ``steps``: the trajectory's steps (:class:`AgentStep`, in order; empty when the system
+      recorded no ``agent_trajectory/v1``), with ``terminal_status`` (None: no trajectory) and
+      ``truncated`` (the steps are a prefix: the agent hit its step limit — judge it only when
+      the prefix decides, else return ``Verdict.missing("truncated")``);
+    * ``state``: the environment state the case left (``environment_state/v1``);
+      ``state_recorded`` is False, and ``state`` None, when the system recorded none;
+    * ``error``: None when the check is called (a case whose system raised is ``missing``
+      without calling it), kept for other readers of the view;
+    * ``replays``: ``"TOOL:FAULT"`` -> :class:`FaultReplay`, the fault replays that the suite's
+      ``fault_recovery`` evaluators run for this case (empty without them).
+
+    Build one yourself to unit-test a check: every field but ``id`` has a default.
+    """
+
+    id: str
+    input: Any = None
+    expected: dict[str, Any] = {}
+    output: Any = None
+    steps: tuple[AgentStep, ...] = ()
+    initial_state: Any = None
+    state: Any = None
+    state_recorded: bool = False
+    metadata: dict[str, Any] = {}
+    tags: tuple[str, ...] = ()
+    terminal_status: str | None = None
+    truncated: bool = False
+    error: str | None = None
+    replays: dict[str, FaultReplay] = {}
+
+
 def _step_types() -> tuple[type[AgentStep] | type[StepRecorded], ...]:
     from oloproof.events import StepRecorded
 

@@ -62,6 +62,7 @@ class RunEvidence:
             only = {"replay/" + key for key in run.sealed.replays}
         self.replays = ReplayCache(store, s.system_name, s.system_version, s.code_digest, only)
         self.pairs = PairSources(store, run.run_id)
+        say_check_changes(suite, run)
 
     def evidence(self, view: CaseView) -> tuple[Replays, CaseView | None]:
         """A case's stored fault replays (only when the suite judges faults) and its
@@ -81,6 +82,22 @@ class RunEvidence:
         themselves (the case panel, ``attribute``)."""
         replays, source = self.evidence(view)
         return view.with_evidence(replays=replays, pair_source=source)
+
+
+def say_check_changes(suite: SuiteEvaluation, run: StoredRun) -> None:
+    """Say (a :class:`~oloproof.evaluate.python.CheckWarning`, one ``warning: …`` line in the
+    CLI) which python checks of ``suite`` judge ``run`` with code that changed since it was
+    recorded, or could not be imported (their cases are missing): once per run and check."""
+    if not any(getattr(e, "type_name", "") == "python" for e in suite.evaluators):
+        return
+    import warnings
+
+    from oloproof.evaluate.python import CheckWarning, changes
+
+    for message in changes(suite.evaluators, run.run_id, run.started.config):
+        # no registry: the check remembers what it said, and a second command in this
+        # process (a test, a notebook) says it again
+        warnings.warn_explicit(message, CheckWarning, __file__, 0, registry=None)
 
 
 def accumulator(run: StoredRun, suite: SuiteEvaluation, keep_cases: bool) -> Accumulator:

@@ -131,7 +131,9 @@ def load_project(root: Path | str = ".", config_file: str = CONFIG_FILE) -> Proj
         raw_release = release.model_dump(exclude_none=True)
     suite = build_suite(config, locator, release, release_locator)
     stored = {"oloproof": _dump(config), "release": raw_release}
-    return Project(root, config, locator, release, stored, suite)
+    project = Project(root, config, locator, release, stored, suite)
+    bind_checks(project)
+    return project
 
 
 def _dump(config: ProjectConfig) -> dict[str, Any]:
@@ -148,15 +150,138 @@ def stored_trials(stored: dict[str, Any]) -> int:
     return int((stored.get("oloproof") or {}).get("trials", 1))
 
 
-def suite_from_stored(stored: dict[str, Any], label: str = "<stored run config>") -> SuiteEvaluation:
-    """Rebuild a run's evaluation from the config stored in its ``run_started`` event."""
+def suite_from_stored(stored: dict[str, Any], label: str = "<stored run config>",
+                      root: Path | str | None = None, *, trusted: bool = False) -> SuiteEvaluation:
+    """Rebuild a run's evaluation from the config stored in its ``run_started`` event.
+
+    Its python checks are imported from ``root`` (None: :func:`project_folder`), see
+    :func:`bind_stored_checks`; ``trusted`` for a configuration this process was handed by the
+    run's own driver (a worker), not read from a log."""
     loc = Locator(label)
     config = validate_yaml(ProjectConfig, stored["oloproof"], loc)
     release = validate_yaml(ReleaseConfig, stored["release"], loc) if stored.get("release") else None
     suite = build_suite(config, loc, release, loc)
     if config.metamorphic:
         suite.set_metamorphic(config.metamorphic.transforms, stored.get("labels") or {})
+    bind_stored_checks(suite, root, trusted=trusted)
     return suite
+
+
+# ---- python checks (``type: python``): user code, imported here, judged in evaluate/ ---------
+
+def bind_checks(project: Project) -> None:
+    """Import the function of every ``type: python`` check of ``project``'s suite from the
+    project folder, as ``system.callable`` is imported — a module or attribute that is not
+    there, an import that raises, or an object that cannot be a check (not callable, ``async``,
+    not taking one argument) is a located :class:`ConfigError` (exit 2, before anything runs) —
+    and store the digest of each one's code with the run's configuration (``checks``:
+    ``module:function`` -> :func:`check_digest`): a changed check changes the configuration's
+    digest, so a run's evaluations are never those of another version of its checks."""
+    from oloproof.config.locate import dotted
+    from oloproof.evaluate.python import PythonCheck, function_problem
+
+    digests: dict[str, str] = {}
+    base = tuple(project.evaluators_path)
+    for i, ev in enumerate(project.suite.evaluators):
+        if not isinstance(ev, PythonCheck):
+            continue
+        path = base + (i, "function")
+        where, label = project.locator.where(path), dotted(path)
+        fn = _import_object(project.root, ev.spec, label, where, fresh=not digests)
+        problem = function_problem(fn)
+        if problem is not None:
+            raise ConfigError(f"{where}: {label} {ev.spec!r} {problem}")
+        ev.bind(fn, check_digest(fn, ev.spec), str(project.root))
+        digests[ev.spec] = ev.digest
+    if digests:
+        project.stored_config["checks"] = digests
+
+
+def bind_stored_checks(suite: SuiteEvaluation, root: Path | str | None, *, trusted: bool = False) -> None:
+    """Import the python checks of a suite rebuilt from a stored run's configuration.
+
+    A log names the code; only code of the project folder is imported for it (``root``, or
+    :func:`project_folder`): a module that is not a file or package of that folder, or that
+    cannot be imported any more, leaves its check unbound — every case it judges is
+    ``missing`` (``evaluator_error``) with the reason, and the commands that re-judge the run
+    say so (:func:`oloproof.evaluate.python.changes`). A ``trusted`` configuration (one a
+    worker got from its driver) imports as ``oloproof.yaml`` does, from anywhere on the path."""
+    from oloproof.evaluate.python import PythonCheck, function_problem
+
+    checks = [ev for ev in suite.evaluators if isinstance(ev, PythonCheck)]
+    if not checks:
+        return
+    folder = Path(root).resolve() if root is not None else Path.cwd() if trusted else project_folder()
+    fresh = not trusted
+    for ev in checks:
+        try:
+            if folder is None:
+                raise ConfigError(f"no project folder to import it from (no {CONFIG_FILE} in {Path.cwd()} or a "
+                                  "folder above it); run the command in the project's folder")
+            module_name = ev.spec.partition(":")[0]
+            if not trusted and not _module_in(folder, module_name):
+                raise ConfigError(f"no module {module_name!r} in the project folder {folder} (a stored run's "
+                                  "python checks are imported from there only)")
+            fn = _import_object(folder, ev.spec, "", "", fresh=fresh)
+            fresh = False
+            if not trusted and not _module_in(folder, module_name, imported=True):
+                raise ConfigError(f"module {module_name!r} was imported from outside the project folder {folder}")
+            problem = function_problem(fn)
+            if problem is not None:
+                raise ConfigError(f"{ev.spec!r} {problem}")
+            ev.bind(fn, check_digest(fn, ev.spec), str(folder))
+        except ConfigError as e:
+            ev.unbound(str(e))
+
+
+def project_folder(start: Path | None = None) -> Path | None:
+    """The project folder a read command works in: the nearest folder from ``start`` (the
+    current one) upward holding ``oloproof.yaml`` — as the log is found — or None."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / CONFIG_FILE).is_file():
+            return folder
+    return None
+
+
+def _module_in(folder: Path, module_name: str, imported: bool = False) -> bool:
+    """Whether the top-level module or package of ``module_name`` is one of ``folder``'s own
+    (found there, without importing it; with ``imported``: as this process imported it)."""
+    top = module_name.partition(".")[0]
+    if imported:
+        module = sys.modules.get(top)
+        places = [getattr(module, "__file__", None), *list(getattr(module, "__path__", None) or [])]
+        return any(isinstance(p, str) and _inside(p, folder) for p in places)
+    from importlib.machinery import PathFinder
+
+    return PathFinder.find_spec(top, [str(folder)]) is not None
+
+
+def check_digest(fn: Any, spec: str) -> str:
+    """SHA-256 of a check's code: the bytes of the module ``spec`` names and of the file that
+    defines the function, if another (location aside: the same code has the same digest in
+    any folder). Helpers it imports from other modules are not part of it."""
+    files: list[str] = []
+    module = sys.modules.get(spec.partition(":")[0])
+    for file in (getattr(module, "__file__", None), _source_file(fn)):
+        if isinstance(file, str) and os.path.realpath(file) not in files:
+            files.append(os.path.realpath(file))
+    h = hashlib.sha256(spec.encode())
+    for file in files:
+        try:
+            h.update(b"\x00" + hashlib.sha256(read_regular(Path(file), file, ConfigError)).digest())
+        except (OSError, ConfigError):
+            h.update(b"\x00unreadable")
+    return h.hexdigest()
+
+
+def _source_file(fn: Any) -> str | None:
+    import inspect
+
+    try:
+        return inspect.getsourcefile(fn)
+    except TypeError:  # a builtin, or an object whose class has no source
+        return None
 
 
 #: a package a project may import that an Oloproof extra (or a framework) provides -> how to
@@ -164,10 +289,11 @@ def suite_from_stored(stored: dict[str, Any], label: str = "<stored run config>"
 MISSING_EXTRAS = {
     "opentelemetry": "pip install 'oloproof[otel]'",
     "pydantic_ai": "pip install 'oloproof[otel]' pydantic-ai-slim",
+    "agents": "pip install 'oloproof[openai-agents]'",
     "dask": "pip install 'oloproof[dask]'",
     "distributed": "pip install 'oloproof[dask]'",
-    "langgraph": "pip install langgraph",
-    "langchain_core": "pip install langchain-core",
+    "langgraph": "pip install 'oloproof[langgraph]'",
+    "langchain_core": "pip install 'oloproof[langgraph]'",
     "openinference": "pip install openinference-instrumentation-langchain",
 }
 
@@ -206,16 +332,24 @@ def _import(project: Project, spec: str, key: str, section: str = "system") -> A
     """The object ``module:attribute`` names, imported from the project folder. Anything the
     import does — raise, ``sys.exit()`` — is a located configuration error, never the
     command's own exit."""
-    where = project.locator.where((section, key))
+    return _import_object(project.root, spec, f"{section}.{key}", project.locator.where((section, key)))
+
+
+def _import_object(root: Path, spec: str, label: str, where: str, fresh: bool = True) -> Any:
+    """:func:`_import` from folder ``root``; errors name ``where`` and ``label`` (the field)
+    when given. ``fresh``: forget the folder's modules first (a long-lived process gets the
+    code as it is now)."""
+    head = f"{where}: {label} {spec!r}: " if where else ""
     module_name, _, attr = spec.partition(":")
-    root = str(project.root)
-    if root not in sys.path:
-        sys.path.insert(0, root)
+    folder = str(root)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
     from oloproof.recorder.record import contained_exit
 
     try:
         with contained_exit():  # os._exit at import: a configuration error, not the command's exit
-            _forget_project_modules(project.root)
+            if fresh:
+                _forget_project_modules(root)
             module = importlib.import_module(module_name)
     except BaseException as e:  # user code: anything can happen on import, SystemExit included
         if isinstance(e, Interrupted):  # the operator's Ctrl-C, not the module's doing
@@ -224,16 +358,14 @@ def _import(project: Project, spec: str, key: str, section: str = "system") -> A
         if isinstance(e, ModuleNotFoundError) and e.name:
             extra = MISSING_EXTRAS.get(e.name.partition(".")[0])
             hint = f"; install it with: {extra}" if extra else ""
-        raise ConfigError(f"{where}: {section}.{key} {spec!r}: cannot import module "
-                          f"{module_name!r}: {type(e).__name__}: {e}{hint}") from e
+        raise ConfigError(f"{head}cannot import module {module_name!r}: {type(e).__name__}: {e}{hint}") from e
     obj: Any = module
     for part in attr.split("."):
         if not hasattr(obj, part):
             from oloproof.config.locate import did_you_mean
 
             names = [n for n in dir(obj) if not n.startswith("_")]
-            raise ConfigError(f"{where}: {section}.{key} {spec!r}: module {module_name!r} "
-                              f"has no attribute {attr!r}{did_you_mean(part, names)}")
+            raise ConfigError(f"{head}module {module_name!r} has no attribute {attr!r}{did_you_mean(part, names)}")
         obj = getattr(obj, part)
     return obj
 

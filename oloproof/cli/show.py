@@ -108,7 +108,15 @@ def command(run: str | None, case: str | None, json_path: str | None, failed: st
         attribution = latest_attribution(store, run_id, panel.view.case_id)
     finally:
         store.close()
-    out.print(panel_view(panel.view, panel.verdicts, panel.result.paths))
+    from oloproof.evaluate.python import evaluator_errors
+
+    errors = evaluator_errors(panel.result.paths)
+    from oloproof.evaluate.tool_calls import call_criteria
+
+    out.print(panel_view(panel.view, panel.verdicts, [p for p in panel.result.paths if p not in errors],
+                         call_criteria(suite.evaluators)))
+    if errors:
+        _print_check_errors(out, errors)
     if attribution is not None:
         from oloproof.report.prefix import attribution_line
 
@@ -126,6 +134,21 @@ def command(run: str | None, case: str | None, json_path: str | None, failed: st
         detail = case_detail(panel.view, panel.result, suite, rows, panel.pairs)
         write_json(json_path, {"run_id": run_id, **detail,
                                **({"attribution": attribution} if attribution is not None else {})})
+
+
+def _print_check_errors(out: Any, errors: list[Any]) -> None:
+    """What went wrong in each python check that could not judge the case: its message on one
+    line, then the traceback of the check's own frames (never a verdict of pass)."""
+    from rich.text import Text
+
+    from oloproof.report.terminal import one_line, traceback_text
+
+    out.print(Text("python check errors (the criterion is missing: evaluator_error)", style="bold"))
+    for p in errors:
+        out.print(Text(f"{one_line(p.criterion)} ({one_line(p.path)}): {one_line(p.note.split(': ', 1)[1])}",
+                       style="red"))
+        if isinstance(p.recorded, str) and p.recorded:
+            out.print(traceback_text(p.recorded))
 
 
 def _print_cases(out: Any, found: Any) -> None:
