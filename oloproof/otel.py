@@ -30,21 +30,7 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.trace import StatusCode
 
-from oloproof.config.otlp import (
-    AGENT_OPS,
-    FINAL_KEYS,
-    MODEL_OPS,
-    TOOL_OPS,
-    first_of,
-    json_or_text,
-    message_text,
-    model_step,
-    model_usage,
-    operation_of,
-    tool_call_step,
-    tool_calls_of,
-    tool_result_step,
-)
+from oloproof.config.otlp import Span, StepMapper, exception_of, named_steps
 from oloproof.system import _CURRENT
 
 __all__ = ["OloproofSpanProcessor"]
@@ -88,28 +74,35 @@ def _plain(value: Any) -> Any:
 
 
 class _CaseState:
-    """What the processor knows of one case: the agents invoked and not yet returned
-    (innermost last), the last agent seen, and whether steps name their agent (decided by the
-    first step: every step names one, or none does); the spans started in the case and not
-    yet ended (id → whether it was an agent invocation entered); the tool calls the last model
-    decision asked for; the spans already ended (their ids), so that a processor registered
-    twice, or two of them, record each span once."""
+    """What the processor knows of one case: the spans started in it and not yet ended (id →
+    its parent's id); the spans ended whose outermost open span has not (parent id → them,
+    as the importer's :class:`~oloproof.config.otlp.Span`); the ids of the spans already
+    ended, so that a processor registered twice, or two of them, record each span once; the
+    agent in control after the steps recorded so far; and whether steps name their agent
+    (decided by the first steps recorded: every step names one, or none does)."""
 
-    __slots__ = ("agents", "calls", "ended", "last", "named", "open")
+    __slots__ = ("control", "done", "ended", "named", "open")
 
     def __init__(self) -> None:
-        self.agents: list[str] = []
-        self.last: str | None = None
+        self.open: dict[int, int | None] = {}
+        self.ended: dict[int, list[Span]] = {}
+        self.done: set[int] = set()
+        self.control: str | None = None
         self.named: bool | None = None
-        self.open: dict[int, bool] = {}
-        self.ended: set[int] = set()
-        self.calls: list[tuple[str, dict[str, Any]]] = []
 
-    def agent(self) -> str | None:
-        current = self.agents[-1] if self.agents else self.last
-        if self.named is None:
-            self.named = current is not None
-        return current if self.named else None
+
+def _span(span: Any, a: dict[str, Any]) -> Span:
+    """A ReadableSpan as the importer reads one from a file."""
+    ctx = span.context
+    parent = span.parent
+    status = span.status
+    error = (status.description or "") if status is not None and status.status_code == StatusCode.ERROR else None
+    events = span.events
+    return Span(format(ctx.trace_id, "032x"), format(ctx.span_id, "016x"),
+                format(parent.span_id, "016x") if parent is not None else "", span.name,
+                span.start_time or 0, span.end_time or 0, a, error, span.name,
+                exception=exception_of((e.name, _attributes(e)) for e in events if e.name == "exception")
+                if events else None)
 
 
 class OloproofSpanProcessor(SpanProcessor):
@@ -125,19 +118,10 @@ class OloproofSpanProcessor(SpanProcessor):
             return
         state = self._state(rec)
         span_id = span.context.span_id
-        if span_id in state.open or span_id in state.ended:
+        if span_id in state.open or span_id in state.done:
             return  # seen by another registration (the same processor added twice, or a second one)
-        a = _attributes(span)
-        entered = operation_of(span.name, a) in AGENT_OPS
-        state.open[span_id] = entered
-        if not entered:
-            return
-        name = a.get("gen_ai.agent.name")
-        name = name if isinstance(name, str) and name else (state.agents[-1] if state.agents else "agent")
-        if state.agents and name != state.agents[-1]:
-            rec.step("handoff", agent=state.agent(), to_agent=name)
-        state.agents.append(name)
-        state.last = name
+        parent = span.parent
+        state.open[span_id] = parent.span_id if parent is not None else None
 
     def on_end(self, span: ReadableSpan) -> None:
         rec = _CURRENT.get()
@@ -145,45 +129,49 @@ class OloproofSpanProcessor(SpanProcessor):
             return
         state = self._state(rec)
         span_id = span.context.span_id
-        if span_id in state.ended:
+        if span_id in state.done:
             return  # recorded by another registration
-        state.ended.add(span_id)
-        a = _attributes(span)
-        op = operation_of(span.name, a)
-        entered = state.open.pop(span_id, False)
-        if op in TOOL_OPS:
-            error = None
-            if span.status is not None and span.status.status_code == StatusCode.ERROR:
-                error = span.status.description or ""
-            agent = state.agent()
-            rec.step(**tool_call_step(span.name, a, state.calls), agent=agent)
-            rec.step(**tool_result_step(span.name, a, error), agent=agent)
-        elif op in MODEL_OPS:
-            step = model_step(a)
-            rec.step(**step, agent=state.agent())
-            state.calls = tool_calls_of(step["result"])
-            usage = model_usage(a, span.start_time or 0, span.end_time or 0, 0)
-            if usage is not None:
-                rec.usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
-                          latency_ms=usage.latency_ms, model=usage.model)
-        elif op in AGENT_OPS and entered and state.agents:
-            agent = state.agent()
-            child = state.agents.pop()
-            if state.agents:
-                if child != state.agents[-1]:
-                    rec.step("handoff", agent=agent, to_agent=state.agents[-1])
-                return
-            final = first_of(a, *FINAL_KEYS)
-            if final is not None:
-                rec.final(message_text(json_or_text(final)), agent=agent)
-        elif op in AGENT_OPS + ("chain",) and not state.agents and (
-                span.parent is None or span.parent.span_id not in state.open):
-            # the outermost run of the case, its kind known only when it ended (OpenInference's
-            # LangChain spans: a LangGraph graph is a CHAIN): its answer is the final step; the
-            # graph's nodes (an ``agent`` node is an AGENT by its name) are no invocations
-            final = first_of(a, *FINAL_KEYS)
-            if final is not None:
-                rec.final(message_text(json_or_text(final)), agent=state.agent())
+        state.done.add(span_id)
+        state.open.pop(span_id, None)
+        mine = _span(span, _attributes(span))
+        parent = span.parent
+        if parent is not None and parent.span_id in state.open:
+            # a span inside one still open: mapped with it, once all of it has ended, in the
+            # order the spans started (an ADK model call ends after the tool call it asked for)
+            state.ended.setdefault(parent.span_id, []).append(mine)
+            return
+        self._record(rec, state, mine)
+
+    @staticmethod
+    def _record(rec: Any, state: _CaseState, top: Span) -> None:
+        """Record the steps of ``top`` (an ended span with no open span of the case around it)
+        and of the spans below it, with the importer's mapping."""
+        children: dict[str, list[Span]] = {}
+        todo = [top]
+        while todo:
+            span = todo.pop()
+            kids = state.ended.pop(int(span.span_id, 16), None)
+            if kids:
+                kids.sort(key=lambda s: (s.start, s.end, s.span_id))
+                children[span.span_id] = kids
+                todo.extend(kids)
+        m = StepMapper(control=state.control)
+        m.walk([top], children)
+        if not m.raw:
+            return
+        if state.named is None:
+            state.named = any(r.get("agent") for r in m.raw)
+        usage = {u.step_index: u for u in m.usage}
+        for i, r in enumerate(named_steps(m.raw, state.named), start=1):
+            rec.step(r["kind"], tool_name=r.get("tool_name"), arguments=r.get("arguments"), result=r.get("result"),
+                     agent=r.get("agent"), to_agent=r.get("to_agent"), raised=bool(r.get("raised")))
+            u = usage.get(i)
+            if u is not None:
+                rec.usage(input_tokens=u.input_tokens, output_tokens=u.output_tokens, latency_ms=u.latency_ms,
+                          model=u.model)
+        state.control = m.control
+        if m.status != "unknown":
+            rec.finish(m.status)
 
     def shutdown(self) -> None:
         pass

@@ -48,6 +48,9 @@ from oloproof.events import ConstraintRecorded, StepRecorded, TerminalStatus, Us
 TOOL_OPS = ("execute_tool",)
 MODEL_OPS = ("chat", "text_completion", "generate_content")
 AGENT_OPS = ("invoke_agent",)
+#: Google ADK's run of its agent tree for one turn of a conversation: it opens a case, and names
+#: no agent (its ``gen_ai.workflow.name`` is the root agent's, not the one acting)
+WORKFLOW_OPS = ("invoke_workflow",)
 _OI_KIND = "openinference.span.kind"
 
 
@@ -56,15 +59,17 @@ class Span:
     error needs it."""
 
     __slots__ = ("trace_id", "span_id", "parent_id", "name", "start", "end", "attributes", "error", "resource",
-                 "operation", "_at")
+                 "operation", "exception", "_at")
 
     def __init__(self, trace_id: str, span_id: str, parent_id: str, name: str, start: int, end: int,
                  attributes: dict[str, Any], error: str | None, where: str | tuple[str, int, int, int, int],
-                 resource: dict[str, Any] | None = None) -> None:
+                 resource: dict[str, Any] | None = None, exception: tuple[str, str] | None = None) -> None:
         self.trace_id, self.span_id, self.parent_id, self.name = trace_id, span_id, parent_id, name
         self.start, self.end, self.attributes = start, end, attributes
         self.error = error  # the status message (or "") when the span ended in error; None otherwise
         self.resource = resource if resource is not None else {}
+        #: the (exception.type, exception.message) of the span's last ``exception`` event, if any
+        self.exception = exception
         self._at = where
         self.operation = operation_of(name, attributes)
 
@@ -238,6 +243,37 @@ def _status_error(status: Any, where: str) -> str | None:
     return None
 
 
+def exception_of(events: Iterable[tuple[Any, Any]]) -> tuple[str, str] | None:
+    """The ``(exception.type, exception.message)`` of the last ``exception`` event of
+    ``events`` (``(name, attributes)`` pairs), or None when there is none. The type is the
+    class's own name (``ValueError``; an SDK may write it with its module,
+    ``smolagents.utils.AgentToolExecutionError``), as Oloproof records an exception's."""
+    found = None
+    for name, a in events:
+        if name == "exception" and isinstance(a, dict):
+            kind, message = a.get("exception.type"), a.get("exception.message")
+            if isinstance(kind, str) or isinstance(message, str):
+                found = (kind.rsplit(".", 1)[-1] if isinstance(kind, str) and kind else "Error",
+                         message if isinstance(message, str) else "")
+    return found
+
+
+def _events(raw: Any, where: str) -> tuple[str, str] | None:
+    """The exception a span's ``events`` record (see :func:`exception_of`); other events are
+    not read beyond their name."""
+    if raw is None:
+        return None
+    if not isinstance(raw, list):
+        raise _fail(where, f"events must be a list of events, got {quoted(raw)}")
+    pairs = []
+    for i, event in enumerate(raw):
+        if not isinstance(event, dict):
+            raise _fail(f"{where}[{i}]", f"an event is an object, got {quoted(event)}")
+        if event.get("name") == "exception":
+            pairs.append(("exception", attributes(event.get("attributes"), f"{where}[{i}].attributes")))
+    return exception_of(pairs)
+
+
 def _span(raw: Any, where: str, resource: dict[str, Any]) -> Span:
     if not isinstance(raw, dict):
         raise _fail(where, f"a span is an object, got {quoted(raw)}")
@@ -255,6 +291,7 @@ def _span(raw: Any, where: str, resource: dict[str, Any]) -> Span:
         error=_status_error(raw.get("status"), f"{where}.status") if raw.get("status") else None,
         where=where,
         resource=resource,
+        exception=_events(raw.get("events"), f"{where}.events") if raw.get("events") else None,
     )
 
 
@@ -377,6 +414,11 @@ class _KeyValue(msgspec.Struct, gc=False):
     value: _AnyValue | None = None
 
 
+class _FastEvent(msgspec.Struct, gc=False):
+    name: str = ""
+    attributes: list[_KeyValue] | None = None
+
+
 class _FastSpan(msgspec.Struct, gc=False):
     traceId: str
     spanId: str
@@ -386,6 +428,7 @@ class _FastSpan(msgspec.Struct, gc=False):
     endTimeUnixNano: int | str = 0
     attributes: list[_KeyValue] | None = None
     status: dict[str, Any] | None = None
+    events: list[_FastEvent] | None = None
 
 
 class _FastScope(msgspec.Struct, gc=False):
@@ -491,7 +534,9 @@ def _fast_line(line: bytes, label: str, number: int) -> list[Span]:
                     trace, _hex(raw.spanId, 16), _hex(parent, 16) if parent and parent != _NO_PARENT else "", raw.name,
                     _fast_time(raw.startTimeUnixNano), _fast_time(raw.endTimeUnixNano),
                     _fast_attributes(raw.attributes),
-                    _status_error(status, "") if status else None, (label, number, r, s, k), resource))
+                    _status_error(status, "") if status else None, (label, number, r, s, k), resource,
+                    exception_of((e.name, _fast_attributes(e.attributes)) for e in raw.events
+                                 if e.name == "exception") if raw.events else None))
     return out
 
 
@@ -589,6 +634,11 @@ class ImportedCase:
     constraints: list[ConstraintRecorded] = field(default_factory=list)
     truncated: bool = False
     step_limit: int | None = None
+    #: the conversation an ADK turn belongs to (``gen_ai.conversation.id`` of its workflow
+    #: run): :func:`iter_cases` joins the turns of one conversation into one case
+    conversation: str | None = None
+    #: when its first span started (ns): the order of a conversation's turns
+    start: int = 0
 
 
 #: the deepest JSON text an attribute's value is parsed from: a recorded value may nest
@@ -630,6 +680,19 @@ def _is_agent(span: Span) -> bool:
     return span.operation in AGENT_OPS
 
 
+def _opens(span: Span, top: bool) -> bool:
+    """Whether ``span`` opens a case — an agent invocation, an ADK workflow run, or (``top``:
+    it has no parent in the trace) an OpenInference ``CHAIN``, a LangGraph graph's run, whose
+    nodes (LangChain makes each run with "agent" in its name an AGENT) are no cases."""
+    op = span.operation
+    return op in AGENT_OPS or op in WORKFLOW_OPS or (top and op == "chain")
+
+
+def _conversation(span: Span) -> str | None:
+    value = span.attributes.get("gen_ai.conversation.id")
+    return value if isinstance(value, str) and value else None
+
+
 def cases_of_trace(spans: list[Span]) -> list[ImportedCase]:
     """The cases one trace holds (see the module docstring). Two spans with one id, or parent
     links that loop, are refused (located): no span of a trace is ever dropped silently."""
@@ -646,12 +709,10 @@ def cases_of_trace(spans: list[Span]) -> list[ImportedCase]:
     for s in spans:
         children.setdefault(s.parent_id if s.parent_id in by_id else "", []).append(s)
     for kids in children.values():
-        kids.sort(key=lambda s: (s.start, s.end, s.span_id))
+        kids.sort(key=_start_order)
 
     def opens(s: Span) -> bool:
-        # an agent invocation; or a trace's outermost OpenInference CHAIN: a LangGraph graph's run,
-        # whose nodes (LangChain makes each run with "agent" in its name an AGENT) are no cases
-        return _is_agent(s) or (s.operation == "chain" and s.parent_id not in by_id)
+        return _opens(s, s.parent_id not in by_id)
 
     # the spans with an invocation above them, from the top down: each span visited once (a
     # chain of spans each the child of the previous costs its length, not its square)
@@ -666,7 +727,7 @@ def cases_of_trace(spans: list[Span]) -> list[ImportedCase]:
     roots = [s for s in sorted(spans, key=lambda s: (s.start, s.span_id)) if opens(s) and s.span_id not in below_agent]
     trace = spans[0].trace_id
     if not roots:
-        return [_case(trace, None, children.get("", []), children, trace)]
+        return [_case(trace, [], children, trace, tops=children.get("", []))]
     # the spans outside every invocation (the app's own span around the agent, a span after
     # it...) are kept, with the first case, like any other unmapped span
     inside = {r.span_id for r in roots}
@@ -677,12 +738,80 @@ def cases_of_trace(spans: list[Span]) -> list[ImportedCase]:
                 inside.add(c.span_id)
                 stack.append(c.span_id)
     outside = [s for s in spans if s.span_id not in inside]
-    out = []
-    for i, root in enumerate(roots):
-        case_id = trace if len(roots) == 1 else f"{trace}-{root.span_id}"
-        out.append(_case(case_id, root, children.get(root.span_id, []), children, trace,
-                         outside if i == 0 else ()))
-    return out
+    # the invocations of one conversation (ADK runs each agent of a turn as its own invocation,
+    # side by side) are one case
+    groups: list[list[Span]] = []
+    talks: dict[str, list[Span]] = {}
+    for root in roots:
+        talk = _conversation(root)
+        if talk is not None and talk in talks:
+            talks[talk].append(root)
+            continue
+        groups.append([root])
+        if talk is not None:
+            talks[talk] = groups[-1]
+    return [_case(trace if len(groups) == 1 else f"{trace}-{group[0].span_id}", group, children, trace,
+                  outside if i == 0 else ())
+            for i, group in enumerate(groups)]
+
+
+def _start_order(s: Span) -> tuple[int, int, str]:
+    return s.start, s.end, s.span_id
+
+
+def iter_cases(traces: Iterable[list[Span]], spans: list[int] | None = None
+               ) -> Iterator[tuple[list[Span], list[ImportedCase]]]:
+    """The cases of each of ``traces`` (:func:`iter_traces`), with the trace's spans, as soon as
+    the trace is mapped — but the turns of an ADK conversation (one trace each, one
+    ``gen_ai.conversation.id``), joined into one case (given with its first turn's trace) once
+    the last trace is read: a conversation's turns may be anywhere in the files, so their
+    traces are held until then. ``spans[0]``, when given, counts the spans read."""
+    held: dict[str, list[tuple[list[Span], ImportedCase]]] = {}
+    for trace in traces:
+        if spans is not None:
+            spans[0] += len(trace)
+        cases = []
+        for case in cases_of_trace(trace):
+            if case.conversation is None:
+                cases.append(case)
+            else:
+                held.setdefault(case.conversation, []).append((trace, case))
+        if cases:
+            yield trace, cases
+    for parts in held.values():
+        parts.sort(key=lambda part: part[1].start)
+        yield parts[0][0], [_joined([case for _, case in parts])]
+
+
+def _joined(parts: list[ImportedCase]) -> ImportedCase:
+    """One case of a conversation's turns (in the order they started): their steps in turn (a
+    ``handoff`` where the agent in control at the end of one turn is not the one that starts
+    the next), model usage and unmapped spans; its id and input the first turn's, its end the
+    last's."""
+    if len(parts) == 1:
+        return parts[0]
+    named = any(s.agent is not None for c in parts for s in c.steps)
+    first = next((s.agent for c in parts for s in c.steps if s.agent is not None), None)
+    steps: list[StepRecorded] = []
+    usage: list[UsageRecorded] = []
+    unmapped: list[Any] = []
+    for case in parts:
+        now = (case.steps[0].agent or first) if named and case.steps else None
+        was = (steps[-1].to_agent if steps[-1].kind == "handoff" else steps[-1].agent) if steps else None
+        if was is not None and now is not None and was != now:
+            steps.append(StepRecorded(len(steps) + 1, "handoff", None, None, None, was, now))
+        offset = len(steps)
+        steps.extend(msgspec.structs.replace(s, index=offset + s.index, agent=(s.agent or first) if named else None)
+                     for s in case.steps)
+        usage.extend(msgspec.structs.replace(u, step_index=u.step_index + offset) for u in case.usage)
+        unmapped.extend(case.metadata.get("otel.unmapped_spans", ()))
+    head, last = parts[0], parts[-1]
+    metadata = {k: v for k, v in head.metadata.items() if k != "otel.unmapped_spans"}
+    metadata["otel.trace_ids"] = [c.metadata.get("otel.trace_id") for c in parts]
+    if unmapped:
+        metadata["otel.unmapped_spans"] = unmapped
+    return ImportedCase(head.case_id, head.input, metadata, steps, usage, last.terminal_status, last.output,
+                        head.service, conversation=head.conversation, start=head.start)
 
 
 def _refuse_loops(spans: list[Span], by_id: dict[str, Span]) -> None:
@@ -703,19 +832,6 @@ def _refuse_loops(spans: list[Span], by_id: dict[str, Span]) -> None:
         cleared.update(path)
 
 
-def _walk(tops: list[Span], children: dict[str, list[Span]]) -> Iterator[tuple[Span, bool]]:
-    """Spans depth-first in start order: ``(span, True)`` entering, ``(span, False)`` leaving an
-    agent or a tool span (after what ran inside it)."""
-    stack: list[tuple[Span, bool]] = [(s, True) for s in reversed(tops)]
-    while stack:
-        span, entering = stack.pop()
-        yield span, entering
-        if entering and not _own_steps(span):
-            if _is_agent(span) or span.operation in TOOL_OPS:
-                stack.append((span, False))
-            stack.extend((c, True) for c in reversed(children.get(span.span_id, [])))
-
-
 #: where an agent invocation's answer is: GenAI's output messages, OpenInference's output,
 #: Pydantic AI's final_result
 FINAL_KEYS = ("gen_ai.output.messages", "output.value", "final_result")
@@ -732,6 +848,9 @@ def tool_call_step(name: str, a: dict[str, Any], calls: list[tuple[str, dict[str
     gives them back as JSON (and is used up)."""
     tool = str(_first(a, "gen_ai.tool.name", "tool.name") or name.split(" ", 1)[-1])
     args = _json_or_text(_first(a, "gen_ai.tool.call.arguments", "input.value", "tool.parameters"))
+    if isinstance(args, dict) and "kwargs" in args and args.keys() <= _SMOLAGENTS_CALL and not args.get("args") \
+            and isinstance(args["kwargs"], dict) and "gen_ai.tool.call.arguments" not in a:
+        args = args["kwargs"]  # smolagents' (OpenInference) input.value: how Tool.__call__ was called
     if calls and args is not None and not isinstance(args, dict) and "gen_ai.tool.call.arguments" not in a:
         given = _python_literal(args)
         for i, (called, full) in enumerate(calls):
@@ -740,6 +859,9 @@ def tool_call_step(name: str, a: dict[str, Any], calls: list[tuple[str, dict[str
                 del calls[i]
                 break
     return {"kind": "tool_call", "tool_name": tool, "arguments": args if args is not None else {}}
+
+
+_SMOLAGENTS_CALL = frozenset(("args", "kwargs", "sanitize_inputs_outputs"))
 
 
 def _bare(given: Any, value: Any) -> bool:
@@ -774,19 +896,38 @@ def tool_calls_of(messages: Any) -> list[tuple[str, dict[str, Any]]]:
     return calls
 
 
-def tool_result_step(name: str, a: dict[str, Any], error: str | None) -> dict[str, Any]:
-    """The ``tool_result`` step of a tool span: its result, or its error."""
+def tool_result_step(name: str, a: dict[str, Any], error: str | None,
+                     exception: tuple[str, str] | None = None) -> dict[str, Any]:
+    """The ``tool_result`` step of a tool span: its result, or its error — ``exception``: the
+    span's ``exception`` event (:func:`exception_of`), the error's type and message when there
+    is one; else ``error.type`` and the status message."""
     tool = str(_first(a, "gen_ai.tool.name", "tool.name") or name.split(" ", 1)[-1])
     error_type = a.get("error.type")
     if error_type is not None or error is not None:
-        kind, message = str(error_type or "Error"), error or ""
-        head, traceback, _ = message.partition("Traceback (most recent call last):")
-        if traceback:  # LangChain's run error: the exception's repr, then its traceback (paths)
-            kind, message = _repr_error(head.strip(), error_type)
+        kind, message = exception if exception is not None else _status_text(error or "", error_type)
         return {"kind": "tool_result", "tool_name": tool, "raised": True,
                 "result": {"error": {"type": kind, "message": message}}}
     return {"kind": "tool_result", "tool_name": tool,
             "result": _lc_content(_json_or_text(_first(a, "gen_ai.tool.call.result", "output.value")))}
+
+
+_SDK_ERROR = re.compile(r"[^{]*: (\{.*\})", re.DOTALL)
+
+
+def _status_text(message: str, error_type: Any) -> tuple[str, str]:
+    """An error's (type, message) from a span's status message (and ``error.type``)."""
+    kind = str(error_type or "Error")
+    head, traceback, _ = message.partition("Traceback (most recent call last):")
+    if traceback:  # LangChain's run error: the exception's repr, then its traceback (paths)
+        return _repr_error(head.strip(), error_type)
+    sdk = _SDK_ERROR.fullmatch(message)
+    if sdk is not None:  # the OpenAI Agents SDK's (OpenInference): "Error running tool: {..., 'error': ...}"
+        data = _python_literal(sdk.group(1))
+        if isinstance(data, dict) and isinstance(data.get("error"), str):
+            return kind, data["error"]
+    if error_type is not None and message.startswith(f"{error_type}: "):  # "ValueError: ..." (Google ADK)
+        return kind, message[len(str(error_type)) + 2:]
+    return kind, message
 
 
 def _repr_error(text: str, error_type: Any) -> tuple[str, str]:
@@ -922,56 +1063,274 @@ def _own_steps(span: Span) -> bool:
     return "oloproof.step.kind" in span.attributes
 
 
-def _case(case_id: str, root: Span | None, tops: list[Span], children: dict[str, list[Span]],
-          trace: str, outside: Iterable[Span] = ()) -> ImportedCase:
-    attrs = root.attributes if root is not None else {}
-    agent_name = _first(attrs, "gen_ai.agent.name") if root is not None else None
-    agents = [agent_name] if isinstance(agent_name, str) and agent_name else []
-    raw: list[dict[str, Any]] = []
-    calls: list[tuple[str, dict[str, Any]]] = []  # the tool calls of the last model decision
-    usage: list[UsageRecorded] = []
-    unmapped: list[dict[str, Any]] = []
-    own = root is not None and "oloproof.case_id" in attrs
+def step_agent(a: dict[str, Any]) -> str | None:
+    """The agent a span says it acts for: ``gen_ai.agent.name`` (GenAI: Pydantic AI and Google
+    ADK put it on every span of an agent), OpenInference's ``agent.name``, or — LangGraph,
+    whose nodes run one graph inside another — the node that runs the graph the span's node is
+    in (LangChain's metadata ``langgraph_checkpoint_ns``, the path of nodes to the span's
+    ``langgraph_node``: ``billing:…|tools:…`` is the ``tools`` node of the graph that node
+    ``billing`` runs). None when it says none (a node of a graph run directly)."""
+    for key in ("gen_ai.agent.name", "agent.name"):
+        name = a.get(key)
+        if isinstance(name, str) and name:
+            return name
+    path = a.get("metadata.langgraph_checkpoint_ns")  # LangChain metadata flattened
+    if path is None:
+        metadata = a.get("metadata")  # OpenInference: one JSON text
+        if isinstance(metadata, str) and "langgraph_checkpoint_ns" in metadata:
+            metadata = _json_or_text(metadata)
+        path = metadata.get("langgraph_checkpoint_ns") if isinstance(metadata, dict) else None
+    if isinstance(path, str) and "|" in path:
+        return path.split("|")[-2].split(":", 1)[0] or None
+    return None
 
-    def add(kind: str, **fields: Any) -> None:
-        raw.append({"kind": kind, "agent": agents[-1] if agents else None, **fields})
 
-    for span, entering in _walk(tops, children):
-        a = span.attributes
-        op = span.operation
-        if not entering:
-            if op in TOOL_OPS:  # the result, after what the tool itself did
-                add(**tool_result_step(span.name, a, span.error))
-            elif len(agents) > 1:  # leaving a nested agent: control comes back to its caller
-                child = agents.pop()
-                if child != agents[-1]:
-                    raw.append({"kind": "handoff", "agent": child, "to_agent": agents[-1]})
-            continue
-        if _own_steps(span):
-            _own_step(span, raw)
-            continue
+def agent_name(span: Span) -> str | None:
+    """The name of the agent an agent span invokes (:func:`step_agent`; else OpenInference's
+    ``graph.node.id``; else smolagents' span name, ``triage.run``), or None: an agent span
+    without one (the OpenAI Agents SDK's whole run, a LangGraph node named "agent") is no
+    agent of its own."""
+    a = span.attributes
+    name = step_agent(a)
+    if name is not None:
+        return name
+    node = a.get("graph.node.id")
+    if isinstance(node, str) and node:
+        return node
+    if span.name.endswith(".run") and any(k.startswith("smolagents.") for k in a):
+        return span.name[:-4] or None
+    return None
+
+
+def handoff_target(span: Span) -> str | None:
+    """The agent a tool span hands control to, when it is a handoff, not a tool call: the
+    OpenAI Agents SDK's handoff span (OpenInference: a TOOL span ``handoff to X`` without a
+    tool name, its ``output.value`` the agent), Google ADK's ``transfer_to_agent`` (its
+    ``agent_name`` argument) and a LangGraph ``transfer_to_X`` / ``transfer_back_to_X`` tool
+    whose result is a ``Command`` (its ``goto``). ``""`` for a handoff that does not say to
+    whom (ADK without its content captured: the next agent to act says); None for any other
+    span, and for a handoff that failed."""
+    if span.error is not None:
+        return None
+    a = span.attributes
+    tool = _first(a, "gen_ai.tool.name", "tool.name")
+    if tool is None:
+        if span.name == "handoff" or span.name.startswith("handoff to "):
+            to = a.get("output.value")
+            return to if isinstance(to, str) and to else span.name[len("handoff to "):]
+        return None
+    if tool == "transfer_to_agent":
+        args = _json_or_text(_first(a, "gen_ai.tool.call.arguments", "input.value"))
+        to = args.get("agent_name") if isinstance(args, dict) else None
+        if isinstance(to, str) and to:
+            return to
+        return "" if a.get("gen_ai.tool.type") == "TransferToAgentTool" else None
+    if isinstance(tool, str) and tool.startswith(("transfer_to_", "transfer_back_to_")):
+        command = _json_or_text(_first(a, "gen_ai.tool.call.result", "output.value"))
+        goto = command.get("goto") if isinstance(command, dict) and "update" in command else None
+        if isinstance(goto, list) and len(goto) == 1:
+            goto = goto[0]
+        if isinstance(goto, str) and goto:
+            return goto
+    return None
+
+
+def _no_step(span: Span) -> bool:
+    """A tool span that is no call of the agent's: smolagents' ``final_answer`` (how its agent
+    says its answer, which is the agent span's output)."""
+    return span.name == "FinalAnswerTool" and span.attributes.get("tool.name") == "final_answer"
+
+
+def answer_of(messages: Any) -> Any:
+    """The text of a model decision's output messages when the model answered (text, no tool
+    call), else None."""
+    if not isinstance(messages, list) or not messages or not isinstance(messages[-1], dict):
+        return None
+    last = messages[-1]
+    parts = last.get("parts")
+    if last.get("tool_calls") or isinstance(parts, list) and any(
+            isinstance(p, dict) and p.get("type") == "tool_call" for p in parts):
+        return None
+    text = message_text(messages)
+    return text if isinstance(text, str) and text else None
+
+
+class StepMapper:
+    """Spans to steps: THE mapping (docs/otel.md), the importer's and the live processor's, so
+    that the same spans give the same steps in the same order either way.
+
+    :meth:`walk` goes through spans depth first, in start order (never in the order they
+    ended: Google ADK ends a model call after the tool call it asked for). Each step names the
+    agent its span says (:func:`step_agent`), else the innermost agent span around it that
+    names one, else the agent that had control last. A step by another agent than the one in
+    control is preceded by a ``handoff`` to it; entering a named agent span is one to it (from
+    ``graph.node.parent_id`` when nothing acted before), leaving a nested one gives control
+    back to the agent around it, and a handoff span or transfer tool (:func:`handoff_target`)
+    is a ``handoff`` step, never a tool call. A case's root (an agent invocation, an ADK
+    workflow run, an outermost LangChain chain) gives the ``final`` step — its answer
+    (:data:`FINAL_KEYS`), else the last model decision's text when it answered — and the
+    terminal status: ``failure`` when it ended in error, ``success`` when it answered.
+
+    Attributes:
+        raw: the steps, as dicts of StepRecorded's fields (``agent`` None when unknown).
+        usage: the model usage of the decisions.
+        unmapped: the spans no step was mapped from (name, span id, attributes).
+        control: the agent in control after the last step.
+        status: the last root's terminal status.
+        output: the last root's answer as its span gives it (parsed), or None.
+        error: the last root's error ``{"type", "message"}`` when it ended in error.
+    """
+
+    def __init__(self, control: str | None = None, own: bool = False) -> None:
+        self.raw: list[dict[str, Any]] = []
+        self.usage: list[UsageRecorded] = []
+        self.unmapped: list[dict[str, Any]] = []
+        self.control = control
+        self.status: TerminalStatus = "unknown"
+        self.output: Any = None
+        self.error: dict[str, Any] | None = None
+        self._own = own  # an Oloproof export's case: its final step is one of its own steps
+        self._scopes: list[str | None] = []  # the agent spans entered, innermost last (None: unnamed)
+        self._calls: list[tuple[str, dict[str, Any]]] = []  # the tool calls of the last decision
+        self._answer: Any = None  # the last decision's text, when it asked for no tool call
+        self._root: Span | None = None
+
+    def walk(self, tops: list[Span], children: dict[str, list[Span]]) -> None:
+        """Map ``tops`` and every span below them (``children``: span id → its child spans,
+        in start order). No recursion: a chain of spans of any depth costs its length."""
+        stack: list[tuple[Span, bool, bool]] = [(s, True, True) for s in reversed(tops)]
+        while stack:
+            span, entering, top = stack.pop()
+            if not entering:
+                self._leave(span)
+                continue
+            if _own_steps(span):
+                _own_step(span, self.raw)
+                continue
+            if self._root is None and _opens(span, top):
+                self._root = span
+            if self._enter(span) or span is self._root:
+                stack.append((span, False, top))
+            stack.extend((c, True, False) for c in reversed(children.get(span.span_id, ())))
+
+    def _enter(self, span: Span) -> bool:
+        """Map a span entered; True when it needs leaving too (a tool's result, an agent's end)."""
+        a, op = span.attributes, span.operation
         if op in TOOL_OPS:
-            add(**tool_call_step(span.name, a, calls))
-        elif op in MODEL_OPS:
-            add(**model_step(a))
-            calls = tool_calls_of(raw[-1]["result"])
-            u = model_usage(a, span.start, span.end, len(raw))
+            target = handoff_target(span)
+            if target is not None:
+                if target:
+                    self._handoff(self._agent_of(span), target)
+                return False
+            if _no_step(span):
+                self._unmapped(span)
+                return False
+            self._add(self._agent_of(span), tool_call_step(span.name, a, self._calls))
+            return True
+        if op in MODEL_OPS:
+            self._add(self._agent_of(span), model_step(a))
+            result = self.raw[-1]["result"]
+            self._calls, self._answer = tool_calls_of(result), answer_of(result)
+            u = model_usage(a, span.start, span.end, len(self.raw))
             if u is not None:
-                usage.append(u)
-        elif op in AGENT_OPS:
-            name = a.get("gen_ai.agent.name")
-            if not (isinstance(name, str) and name) and not agents and root is not None and root.operation == "chain":
-                continue  # an AGENT by LangChain's naming (a LangGraph "agent" node): no agent of its own
-            name = name if isinstance(name, str) and name else (agents[-1] if agents else "agent")
-            if agents and name != agents[-1]:
-                add("handoff", to_agent=name)
-            agents.append(name)
+                self.usage.append(u)
+            return False
+        if op in AGENT_OPS:
+            name = agent_name(span)
+            self._scopes.append(name)
+            if name is not None:
+                parent = a.get("graph.node.parent_id") if self.control is None else self.control
+                if isinstance(parent, str) and parent and parent != name:
+                    self.raw.append({"kind": "handoff", "agent": parent, "to_agent": name})
+                self.control = name
+            return True
+        if span is not self._root:
+            self._unmapped(span)
+        return False
+
+    def _leave(self, span: Span) -> None:
+        op = span.operation
+        if op in TOOL_OPS:  # the result, after what the tool itself did
+            self._add(self._agent_of(span), tool_result_step(span.name, span.attributes, span.error, span.exception))
+        elif op in AGENT_OPS and self._scopes:
+            name = self._scopes.pop()
+            outer = next((n for n in reversed(self._scopes) if n is not None), None)
+            if name is not None and outer is not None and self.control is not None and self.control != outer:
+                # a nested agent returned: control comes back to its caller
+                self.raw.append({"kind": "handoff", "agent": self.control, "to_agent": outer})
+                self.control = outer
+        if span is self._root:
+            self._root = None
+            self._finish(span)
+
+    def _finish(self, root: Span) -> None:
+        """A root ended: its answer is the final step, and its end the terminal status."""
+        answer = _first(root.attributes, *FINAL_KEYS)
+        final = None
+        if answer is not None:
+            final = message_text(_json_or_text(answer))
+            self.output = _json_or_text(answer)
+        elif root.error is None and root.operation != "chain" and self._answer is not None:
+            final = self.output = self._answer  # the OpenAI Agents SDK's and ADK's spans carry no answer
         else:
-            unmapped.append({"name": span.name, "span_id": span.span_id, "attributes": a})
-    final = _first(attrs, *FINAL_KEYS) if root is not None else None
-    if final is not None and not own:
-        add("final", result=message_text(_json_or_text(final)))
+            self.output = None
+        if final is not None and not self._own:
+            agent = self.control if self.control is not None else agent_name(root)
+            self._add(agent, {"kind": "final", "result": final})
+        if root.error is not None:
+            kind, message = root.exception if root.exception is not None else _status_text(
+                root.error, root.attributes.get("error.type"))
+            self.status, self.error = "failure", {"type": kind, "message": message}
+        else:
+            self.status, self.error = ("success" if final is not None else "unknown"), None
+
+    def _agent_of(self, span: Span) -> str | None:
+        own = step_agent(span.attributes)
+        if own is not None:
+            return own
+        return next((n for n in reversed(self._scopes) if n is not None), self.control)
+
+    def _add(self, agent: str | None, step: dict[str, Any]) -> None:
+        if agent is not None and self.control is not None and agent != self.control:
+            self.raw.append({"kind": "handoff", "agent": self.control, "to_agent": agent})
+        step["agent"] = agent
+        self.raw.append(step)
+        if agent is not None:
+            self.control = agent
+
+    def _handoff(self, agent: str | None, to: str) -> None:
+        if agent is not None and self.control is not None and agent != self.control:
+            self.raw.append({"kind": "handoff", "agent": self.control, "to_agent": agent})
+        if (agent if agent is not None else self.control) != to:
+            self.raw.append({"kind": "handoff", "agent": agent if agent is not None else self.control, "to_agent": to})
+        self.control = to
+
+    def _unmapped(self, span: Span) -> None:
+        self.unmapped.append({"name": span.name, "span_id": span.span_id, "attributes": span.attributes})
+
+
+def named_steps(raw: list[dict[str, Any]], named: bool | None = None) -> list[dict[str, Any]]:
+    """``raw`` with every step naming an agent, or none (a trajectory names the agent of every
+    step or of none): when some name one (``named`` None) or ``named``, the steps before the
+    first agent known name that agent; otherwise none names any."""
+    if named is None:
+        named = any(r.get("agent") for r in raw)
+    if not named:
+        return [{**r, "agent": None} for r in raw]
+    first = next((r["agent"] for r in raw if r.get("agent")), None)
+    return [r if r.get("agent") or first is None else {**r, "agent": first} for r in raw]
+
+
+def _case(case_id: str, roots: list[Span], children: dict[str, list[Span]], trace: str,
+          outside: Iterable[Span] = (), tops: list[Span] | None = None) -> ImportedCase:
+    """The case of ``roots`` (the invocations of one conversation; none: the trace's ``tops``)."""
+    root = roots[0] if roots else None
+    attrs = root.attributes if root is not None else {}
+    own = root is not None and "oloproof.case_id" in attrs
+    m = StepMapper(own=own)
+    m.walk(children.get(root.span_id, []) if own and root is not None else roots or tops or [], children)
     truncated, step_limit = False, None
+    talk = None
     if own and root is not None:  # own: root is not None
         output = _strict(attrs, "oloproof.output", root.where)
         status = attrs.get("oloproof.terminal_status", "unknown")
@@ -985,22 +1344,24 @@ def _case(case_id: str, root: Span | None, tops: list[Span], children: dict[str,
         # a trial's or a derived case's id (c/2, c~t) is no plain case id: one character changes
         case_id = str(attrs["oloproof.case_id"]).replace("/", "-").replace("~", "-")
     else:
-        status = "failure" if root is not None and root.error is not None else (
-            "success" if final is not None else "unknown")
-        output = {"final": _json_or_text(final)} if final is not None else None
+        status = m.status if root is not None else "unknown"
+        output = {"final": m.output} if m.output is not None else (
+            {"error": m.error} if m.error is not None else None)
         messages = _first(attrs, "gen_ai.input.messages", "input.value") if root is not None else None
         input_ = {"trace_id": trace, **({"messages": _json_or_text(messages)} if messages is not None else {})}
         metadata = {"otel.trace_id": trace}
         if root is not None:
             metadata["otel.span_id"] = root.span_id
+            talk = _conversation(root)
+            if talk is not None:
+                metadata["otel.conversation_id"] = talk
+    unmapped = m.unmapped
     unmapped.extend({"name": span.name, "span_id": span.span_id, "attributes": span.attributes} for span in outside)
     if unmapped:
         metadata = {**metadata, "otel.unmapped_spans": unmapped}
-    named = any(r.get("agent") for r in raw)
-    steps = [StepRecorded(i, r["kind"], r.get("tool_name"), r.get("arguments"), r.get("result"),
-                          (r.get("agent") or (agents[0] if agents else None)) if named else None, r.get("to_agent"),
-                          raised=bool(r.get("raised")), fault=r.get("fault"))
-             for i, r in enumerate(raw, start=1)]
+    steps = [StepRecorded(i, r["kind"], r.get("tool_name"), r.get("arguments"), r.get("result"), r.get("agent"),
+                          r.get("to_agent"), raised=bool(r.get("raised")), fault=r.get("fault"))
+             for i, r in enumerate(named_steps(m.raw), start=1)]
     top = root or (tops[0] if tops else None)
     service = top.resource if top is not None else {}
     constraints = []
@@ -1009,10 +1370,13 @@ def _case(case_id: str, root: Span | None, tops: list[Span], children: dict[str,
             if isinstance(item, list) and len(item) == 3 and isinstance(item[0], str) and isinstance(item[1], bool) \
                     and isinstance(item[2], int) and 1 <= item[2] <= len(steps):
                 constraints.append(ConstraintRecorded(item[0], item[1], item[2]))
-    return ImportedCase(case_id, input_ if isinstance(input_, dict) else {"input": input_}, metadata, steps, usage,
-                        cast(TerminalStatus, status) if status in ("success", "failure", "unknown") else "unknown",
-                        output, service,
-                        constraints, truncated, step_limit)
+    ended = cast(TerminalStatus, status) if status in ("success", "failure", "unknown") else "unknown"
+    return ImportedCase(case_id, input_ if isinstance(input_, dict) else {"input": input_}, metadata, steps,
+                        usage=m.usage, terminal_status=ended, output=output, service=service,
+                        constraints=constraints, truncated=truncated, step_limit=step_limit,
+                        # only an ADK turn is joined with the others of its conversation (iter_cases)
+                        conversation=talk if root is not None and root.operation in WORKFLOW_OPS else None,
+                        start=top.start if top is not None else 0)
 
 
 def _strict(attrs: dict[str, Any], key: str, where: str) -> Any:
