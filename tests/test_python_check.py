@@ -600,3 +600,19 @@ def compares_replays(case):
     got = verdicts(data, "compares_replays")
     assert got["right"] == got["wrong_amount"] == "pass", got  # a replay was run for them
     assert got["not_asked"] == "excluded/no_replay" and got["crashes"] == "missing/system_error"
+
+
+def test_prefix_evaluators_take_python_checks_too(project):
+    from oloproof.app.prefix import load_prefix_project
+    from oloproof.errors import ConfigError
+
+    with (project / "oloproof.yaml").open("a") as fh:
+        fh.write("prefix:\n  evaluators:\n"
+                 "    - {type: python, criterion: next_ok, function: checks:one_transfer_as_asked}\n")
+    prefix = load_prefix_project(project)
+    [ev] = [e for e in prefix.suite.evaluators if e.type_name == "python"]
+    assert ev.criterion == "next_ok" and ev.function is not None
+    assert set(prefix.stored_config["checks"]) == {"checks:one_transfer_as_asked"}
+    edit(project / "oloproof.yaml", "next_ok, function: checks:one_transfer_as_asked", "next_ok, function: checks:nope")
+    with pytest.raises(ConfigError, match=r"oloproof.yaml:14: prefix.evaluators\[0\].function 'checks:nope'"):
+        load_prefix_project(project)

@@ -53,6 +53,11 @@ class Project:
     #: a project whose cases are its prefix cases (``oloproof prefix run``)
     is_prefix = False
 
+    def __post_init__(self) -> None:
+        # the suite's python checks are imported as the project is made, whatever made it
+        # (load_project, a prefix project): before anything runs, errors located
+        bind_checks(self)
+
     @property
     def config_digest(self) -> str:
         """SHA-256 of the canonical JSON of the stored configuration (as ``RunStarted`` holds it)."""
@@ -131,9 +136,7 @@ def load_project(root: Path | str = ".", config_file: str = CONFIG_FILE) -> Proj
         raw_release = release.model_dump(exclude_none=True)
     suite = build_suite(config, locator, release, release_locator)
     stored = {"oloproof": _dump(config), "release": raw_release}
-    project = Project(root, config, locator, release, stored, suite)
-    bind_checks(project)
-    return project
+    return Project(root, config, locator, release, stored, suite)
 
 
 def _dump(config: ProjectConfig) -> dict[str, Any]:
