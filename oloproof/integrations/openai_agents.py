@@ -80,11 +80,27 @@ _encode_any = msgspec.json.Encoder(enc_hook=_hook).encode
 
 
 def _jsonable(value: Any) -> Any:
-    """``value`` as JSON data, deterministically: pydantic models (without their unset
-    ``None`` fields) and dataclasses as their fields, enums as their values; anything else by
-    its type's name (never a repr, which would hold an address and make the recorded request
+    """``value`` as JSON data, deterministically: pydantic models (without their ``None``
+    fields) and dataclasses as their fields, enums as their values; anything else by its
+    type's name (never a repr, which would hold an address and make the recorded request
     differ between runs). One C encode and decode: a request is converted on every model call."""
-    return _decode_json(_encode_any(value))
+    try:
+        return _decode_json(_encode_any(value))
+    except (TypeError, ValueError, OverflowError):  # a key msgspec does not take (a tuple...)
+        return _slow_jsonable(value)
+
+
+def _slow_jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _slow_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_slow_jsonable(v) for v in value]
+    if isinstance(value, BaseModel):
+        return _slow_jsonable(value.model_dump(mode="json", exclude_none=True))
+    try:
+        return _decode_json(_encode_any(value))
+    except (TypeError, ValueError, OverflowError):
+        return f"<{type(value).__name__}>"
 
 
 def _tool_entry(tool: Any) -> dict[str, Any]:
