@@ -39,6 +39,7 @@ from oloproof.config.limits import (
     quoted,
 )
 from oloproof.config.locate import did_you_mean, dotted
+from oloproof.config.matchers import any_of_problem, tool_calls_problem
 from oloproof.errors import CaseFileError
 from oloproof.events import case_fingerprint
 
@@ -223,6 +224,11 @@ def _check_expected(case: Any, where: str) -> None:
                 f"{where}: case {quoted(case.id)}: field 'expected.tools': must be a list of tool names, "
                 f"got {quoted(tools)}"
             )
+    # expected.tool_calls (agent_tool_calls) and {"$any_of": [...]} values (output_matches)
+    problem = (tool_calls_problem(case.expected["tool_calls"]) if "tool_calls" in case.expected else None) \
+        or any_of_problem(case.expected)
+    if problem is not None:
+        raise CaseFileError(f"{where}: case {quoted(case.id)}: field {quoted(problem[0])}: {problem[1]}")
 
 
 class CaseFile:

@@ -17,7 +17,8 @@ Claims come from two places, structured first:
 Default patterns (used when none are configured):
 
 * ``amount``: a number next to a currency — ``45.00 EUR``, ``€45``, ``$ 1,234.50``,
-  ``USD12``, ``12.5$``. The number may use comma thousands separators (``1,234.50`` is
+  ``USD12``, ``12.5$``, ``£1 050``. The number may group its thousands with commas or spaces
+  (a space, a no-break, narrow no-break or thin space: ``1,234.50`` and ``1 234.50`` are
   1234.5); a decimal comma (``45,00``) is not read as a number, so it is no claim rather than
   a wrong one. A number inside a longer one (``1.2.3``, ``1,2345``) is never matched.
 * ``id``: an identifier such as an order id — two to five capital letters, a hyphen, digits
@@ -27,8 +28,9 @@ Both are linear: every repetition is bounded by a character class its neighbour 
 match, and a match may begin only at the start of a digit run, so a megabyte of hostile
 text costs one pass.
 
-Values compare the same way everywhere: numbers (and strings that read as numbers) with an
-absolute tolerance of 1e-9 (integers exactly, so long ids keep their precision); other
+Values compare the same way everywhere: numbers (and strings that read as one number as
+``normalize: [numbers]`` reads it, :mod:`oloproof.evaluate.numbers`: ``"£1,050.00"``,
+``"1 050"``) with an absolute tolerance of 1e-9 (integers exactly, so long ids keep their precision); other
 strings exactly after stripping surrounding whitespace; anything else with ``==`` (a
 boolean is never equal to a number).
 
@@ -42,8 +44,9 @@ A claim's status:
 * structured ``name: value`` — the most recent observation holding the key ``name`` (at any
   depth) decides: ``supported`` when one of its values there equals the claim,
   ``contradicted`` otherwise; ``unsupported`` when no observation has the key.
-* pattern — ``supported`` when any leaf of any observation equals the value or a string leaf
-  contains the matched text (as a whole token: ``40`` is not found in ``1400``);
+* pattern — ``supported`` when any leaf of any observation equals the value, a string leaf
+  shows the number (``"balance: £1,050.00"`` shows 1050), or a string leaf contains the
+  matched text (as a whole token: ``40`` is not found in ``1400``);
   otherwise, when the pattern's name is a key of the observations (``amount``), the claim is
   ``contradicted`` by that key's latest value; otherwise ``unsupported``. Free text does not
   say which field a number refers to, so a value shown anywhere supports it; only a value
@@ -74,6 +77,7 @@ from oloproof.evaluate.base import (
     fail,
     missing,
 )
+from oloproof.evaluate.numbers import as_plain, numbers_in, read_number
 from oloproof.events import StepRecorded
 from oloproof.records import AGENT_TRAJECTORY_V1
 from oloproof.views import CaseView
@@ -82,7 +86,8 @@ MAX_PATTERN_LENGTH = 500
 #: absolute tolerance of numeric comparisons
 TOLERANCE = 1e-9
 
-_NUM = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
+_GROUPS = "[ \u00a0\u202f\u2009]"  # a space, no-break, narrow no-break or thin space between groups of three
+_NUM = (rf"\d{{1,3}}(?:,\d{{3}})+(?:\.\d+)?|\d{{1,3}}(?:{_GROUPS}\d{{3}})+(?:\.\d+)?|\d+(?:\.\d+)?")
 # the number does not go on: "1.2.3" and "1,2345" are not amounts
 _END = r"(?!\d|[.,]\d)"
 _CURRENCY = r"(?:EUR|USD|GBP)(?![A-Za-z])|[€$£]"
@@ -90,12 +95,14 @@ _CURRENCY = r"(?:EUR|USD|GBP)(?![A-Za-z])|[€$£]"
 _AFTER_CURRENCY = (r"(?:(?<=[€$£])|(?<=[€$£]\s)|(?<=\b(?:EUR|USD|GBP))"
                    r"|(?<=\b(?:EUR|USD|GBP)\s))")
 #: a number next to a currency; the leading (?=\d) lets the engine skip non-digits fast
-AMOUNT_PATTERN = (rf"(?=\d)(?<![\d.,])(?:{_AFTER_CURRENCY}|(?=(?:{_NUM}){_END}\s?(?:{_CURRENCY})))"
+# a match begins only at the start of a digit run, and never on a later group of "1 050 000"
+# (a run of space-grouped digits is scanned once: linear)
+AMOUNT_PATTERN = (rf"(?=\d)(?<![\d.,])(?!(?<=\d{_GROUPS})\d{{3}}(?!\d))"
+                  rf"(?:{_AFTER_CURRENCY}|(?=(?:{_NUM}){_END}\s?(?:{_CURRENCY})))"
                   rf"({_NUM}){_END}")
 #: an identifier such as ORD-123
 ID_PATTERN = r"\b([A-Z]{2,5}-\d+)\b"
 
-_NUMBER_TEXT = re.compile(r"[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
 
 
 class ClaimPattern(BaseModel):
@@ -174,12 +181,14 @@ class ClaimCheck:
 # ---- values ---------------------------------------------------------------------------------
 
 def parse_number(text: str) -> int | float | None:
-    """The number a text reads as (comma thousands separators allowed), else None."""
-    text = text.strip()
-    if len(text) > 400 or not _NUMBER_TEXT.fullmatch(text):
+    """The number a text reads as, else None: one number and nothing else but a currency
+    and white space, read as ``normalize: [numbers]`` reads it
+    (:func:`oloproof.evaluate.numbers.read_number`: "£1,050.00", "1 050", "1050"); an int
+    when written without a fraction, else a float."""
+    number = read_number(text)
+    if number is None:
         return None
-    text = text.replace(",", "")
-    return float(text) if "." in text else int(text)
+    return as_plain(number, "." in text)
 
 
 def _as_number(value: Any) -> int | float | None:
@@ -338,6 +347,11 @@ class Observations:
         if isinstance(value, str):
             self.strings[value.strip()] = index
             strings.append(value)
+            if number is None:  # the numbers a text shows ("balance: £1,050.00") are shown too
+                for n in numbers_in(value):
+                    plain = as_plain(n, n != n.to_integral_value())
+                    if plain is not None:
+                        self.numbers[plain] = index
 
     def find_number(self, number: float) -> tuple[int, Any] | None:
         """The latest step showing a leaf equal to ``number``, and that leaf's value."""

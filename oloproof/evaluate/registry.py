@@ -15,6 +15,7 @@ from oloproof.evaluate import (  # noqa: F401  (each registers itself on import)
     prefix,
     release,
     state,
+    tool_calls,
     trajectory,
 )
 from oloproof.evaluate.base import REGISTRY, Evaluator

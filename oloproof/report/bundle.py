@@ -70,13 +70,16 @@ def case_detail(view: CaseView, result: CaseResult, suite: SuiteEvaluation, repl
                 pairs: list[Any]) -> dict[str, Any]:
     """A case panel's data; ``replays`` are :func:`~oloproof.report.panel.replay_rows`."""
     from oloproof.evaluate.multiagent import route
+    from oloproof.evaluate.tool_calls import call_criteria
     from oloproof.report.panel import pair_rows
 
+    calls = call_criteria(suite.evaluators)  # their checks: expected calls beside recorded ones
     detail: dict[str, Any] = {
         "case_id": view.case_id, "input": view.input, "expected": view.expected,
         "output": view.output, "error": view.error, "traceback": view.traceback,
         "verdicts": dict(zip(suite.criteria, result.verdicts)),
-        "paths": [msgspec.to_builtins(p) for p in result.paths],
+        "paths": [msgspec.to_builtins(p) for p in result.paths if p.criterion not in calls],
+        "tool_calls": [msgspec.to_builtins(p) for p in result.paths if p.criterion in calls],
         "trajectory": _steps(view),
         "route": route(view.trajectory) if view.trajectory is not None else None,
         "replays": [{**r, "detail": "\n".join(r["detail"])} for r in replays],

@@ -421,10 +421,30 @@ def paths_table(paths: Any) -> Grid:
     return t
 
 
-def case_panel(view: CaseView, verdicts: dict[str, tuple[str, str | None]], paths: Any = ()) -> Group:
+def calls_table(checks: Any) -> Grid:
+    """The tool calls an ``agent_tool_calls`` evaluator compared (its
+    :class:`~oloproof.evaluate.state.PathCheck` rows): each expected call (``tool_calls[i]``)
+    beside the recorded call it was aligned with (the note names the step), then each of its
+    arguments — expected value or matcher, recorded value, verdict and why — and the extra
+    calls; an absent value shows as ``(absent)``."""
+    t = Grid(("criterion", "key"), ("expected call / argument", "data"), ("expected", "data"),
+             ("recorded", "data"), ("verdict", "text"))
+    for p in checks:
+        t.add_row(p.criterion, p.path, _value(p.expected), _value(p.recorded),
+                  p.verdict + (f" ({p.note})" if p.note else ""))
+    return t
+
+
+def case_panel(view: CaseView, verdicts: dict[str, tuple[str, str | None]], paths: Any = (),
+               call_criteria: Iterable[str] = ()) -> Group:
     """``oloproof show RUN CASE``: the case's input, expected, metadata, fault, error or
-    output, its verdicts, the compared state paths and its trajectory step by step. Recorded
-    text is shown literally (an error on one line, so it cannot fake a line of the report)."""
+    output, its verdicts, the compared state paths, the expected tool calls beside the
+    recorded ones (the checks of ``call_criteria``, :func:`calls_table`) and its trajectory
+    step by step. Recorded text is shown literally (an error on one line, so it cannot fake a
+    line of the report)."""
+    call_criteria = frozenset(call_criteria)
+    calls = [p for p in paths if p.criterion in call_criteria]
+    paths = [p for p in paths if p.criterion not in call_criteria]
     parts: list[Any] = []
     head = Text(f"case {printable(view.case_id)}", style="bold")
     parts.append(head)
@@ -452,6 +472,9 @@ def case_panel(view: CaseView, verdicts: dict[str, tuple[str, str | None]], path
     if paths:
         parts.append(Text("compared state paths", style="bold"))
         parts.append(paths_table(paths))
+    if calls:
+        parts.append(Text("expected tool calls beside the recorded ones", style="bold"))
+        parts.append(calls_table(calls))
     t = view.trajectory
     if t is None:
         parts.append(Text("no trajectory recorded"))

@@ -267,6 +267,15 @@
                 td(p.verdict + (p.note ? " (" + p.note + ")" : ""), p.verdict)];
       })));
     }
+    // agent_tool_calls: each expected call beside the recorded one, argument by argument
+    if (c.tool_calls && c.tool_calls.length) {
+      panel.appendChild(el("h3", { text: "Expected tool calls beside the recorded ones" }));
+      panel.appendChild(table(["criterion", "expected call / argument", "expected", "recorded", "verdict"],
+        c.tool_calls.map(function (p) {
+          return [td(p.criterion), td(p.path, "path"), tdPre(txt(p.expected)), tdPre(txt(p.recorded)),
+                  td(p.verdict + (p.note ? " (" + p.note + ")" : ""), p.verdict)];
+        })));
+    }
     if (c.trajectory) {
       var t = c.trajectory;
       panel.appendChild(el("h3", { text: "Trajectory: " + t.steps.length + " steps · " + t.terminal_status +
