@@ -12,15 +12,19 @@ agent instrumented with OpenTelemetry is recorded without any ``@tool``::
     Agent.instrument_all(InstrumentationSettings(tracer_provider=provider))   # Pydantic AI
     LangChainInstrumentor().instrument(tracer_provider=provider)              # LangGraph (OpenInference)
 
-The mapping is the importer's (docs/otel.md): a tool span → its ``tool_call`` and
-``tool_result`` when it ends; a model span → a ``decision`` (and its token usage); a nested
-agent invocation → a ``handoff`` to it and back; the outermost invocation's answer → the
-``final`` step (for LangChain, whose spans get their kind only when they end: the answer of the
-case's outermost run, a LangGraph graph's). A span outside any case is ignored, and so is one
-ended in a thread the case did not hand its context to (a ``ThreadPoolExecutor`` does not: run
-such work with ``contextvars.copy_context().run``). Needs the ``otel`` extra
-(``pip install 'oloproof[otel]'``). Do not also wrap the same tools with ``@tool``: each call
-would be recorded twice.
+The mapping is the importer's (docs/otel.md, :class:`~oloproof.config.otlp.StepMapper`): a
+tool span → its ``tool_call`` and ``tool_result``; a model span → a ``decision`` (and its token
+usage); an agent taking control (``gen_ai.agent.name``, OpenInference's ``agent.name``, a
+LangGraph subgraph's node) → a ``handoff``, and so is a handoff span or transfer tool (the
+OpenAI Agents SDK's, ADK's ``transfer_to_agent``, a LangGraph ``transfer_to_X`` returning a
+``Command``); the outermost invocation's answer → the ``final`` step, and its end → the
+terminal status. A span's steps are recorded once the outermost span of the case around it has
+ended, from the spans as the importer reads them, in the order they started: the live and the
+imported recordings of the same spans have the same steps in the same order. A span outside
+any case is ignored, and so is one ended in a thread the case did not hand its context to (a
+``ThreadPoolExecutor`` does not: run such work with ``contextvars.copy_context().run``). Needs
+the ``otel`` extra (``pip install 'oloproof[otel]'``). Do not also wrap the same tools with
+``@tool``: each call would be recorded twice.
 """
 
 from __future__ import annotations

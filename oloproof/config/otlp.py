@@ -6,20 +6,27 @@ The input is the OpenTelemetry Collector's file exporter format: one
 strings. Every problem is located (``traces.jsonl:3: resourceSpans[0].scopeSpans[0].spans[2]
 .attributes[1]: …``) and raised as :class:`~oloproof.errors.CaseFileError` (exit code 2).
 
-**The mapping** (docs/otel.md has the table). A trace holds one case per agent invocation —
-an ``invoke_agent`` span with no ``invoke_agent`` above it, or the trace's outermost span when
-it is an OpenInference ``CHAIN`` (a LangGraph graph's run) — or is one case when it has none.
-The spans under it become steps, in start order:
+**The mapping** (docs/otel.md has the table; :class:`StepMapper` is the one mapping, the live
+span processor's too). A trace holds one case per agent invocation — an ``invoke_agent`` span
+with no ``invoke_agent`` above it, an ADK workflow run (``invoke_workflow``), or the trace's
+outermost span when it is an OpenInference ``CHAIN`` (a LangGraph graph's run) — or is one case
+when it has none; invocations of one ``gen_ai.conversation.id`` are one case, and so are the
+turns of an ADK conversation, a trace each (:func:`iter_cases`). The spans under it become
+steps, depth first in start order:
 
 * ``execute_tool`` (GenAI: ``gen_ai.tool.name``, ``gen_ai.tool.call.arguments``,
   ``gen_ai.tool.call.result``; OpenInference: ``openinference.span.kind: TOOL``, ``tool.name``,
   ``input.value``, ``output.value``) → a ``tool_call`` and its ``tool_result``; ``error.type``
-  or an error status → the error result ``{"error": {"type", "message"}}``;
+  or an error status → the error result ``{"error": {"type", "message"}}``, from the span's
+  ``exception`` event when it has one;
+* a handoff span or transfer tool (:func:`handoff_target`) → a ``handoff`` step;
 * ``chat``, ``text_completion``, ``generate_content`` (OpenInference ``LLM``) → a model
   ``decision`` (tool ``gen_ai.request.model``; arguments: the input messages; result: the
   output messages), and its ``gen_ai.usage.*`` → the case's model usage;
-* a nested ``invoke_agent`` naming another ``gen_ai.agent.name`` → a ``handoff`` to it;
-* the invocation's output messages → the ``final`` step;
+* every step names its agent (:func:`step_agent`, :func:`agent_name`); another agent taking
+  control → a ``handoff`` to it;
+* the invocation's answer (else the last model decision's text) → the ``final`` step; its end →
+  the terminal status;
 * any other span is kept, by name and attributes, in the case's metadata
   (``otel.unmapped_spans``) — never dropped silently.
 
