@@ -12,14 +12,16 @@ EXAMPLES = {"stateful-agent": "stateful_agent", "support-agent": "support_agent"
             "triage-agents": "triage_agents", "release-gate": "release_gate",
             "prefix-regression": "prefix_regression", "pydantic-ai-agent": "pydantic_ai_agent",
             "pydantic-ai-team": "pydantic_ai_team",
-            "openai-agents-team": "openai_agents_team"}
+            "openai-agents-team": "openai_agents_team",
+            "langgraph-team": "langgraph_team"}
 #: what ``oloproof init --blank`` copies: a runnable skeleton to start a project from
 BLANK = "blank"
 _FOLDERS = {**EXAMPLES, BLANK: "blank"}
 #: what an example needs beyond Oloproof itself: printed by ``init``, named when it is missing
 EXTRAS = {"pydantic-ai-agent": "pip install 'oloproof[otel]' pydantic-ai-slim",
           "pydantic-ai-team": "pip install 'oloproof[pydantic-ai]'",
-          "openai-agents-team": "pip install 'oloproof[openai-agents]'"}
+          "openai-agents-team": "pip install 'oloproof[openai-agents]'",
+          "langgraph-team": "pip install 'oloproof[langgraph]'"}
 _SKIP = {"__pycache__", ".oloproof", ".pytest_cache"}
 
 
