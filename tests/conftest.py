@@ -226,3 +226,32 @@ def one_function_project(p: Path, body: str, cases: str = '{"id": "c1", "input":
                                "evaluators:\n  - {type: contains, criterion: ok, field: a, expected_field: a}\n")
     write(p / "cases.jsonl", cases)
     return p
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A throwaway PostgreSQL cluster on 127.0.0.1 for this test process (tests/postgres_server.py):
+    skipped when PostgreSQL (or psycopg) is not installed, failed instead under
+    ``OLOPROOF_REQUIRE_POSTGRES=1`` (``.ci/run`` sets it)."""
+    import postgres_server as pg
+
+    missing = None
+    if pg.find_bin() is None:
+        missing = "PostgreSQL is not installed (apt-get install postgresql)"
+    else:
+        try:
+            import psycopg  # noqa: F401
+        except ImportError:
+            missing = "psycopg is not installed (pip install 'oloproof[postgres]')"
+    if missing is not None:
+        if pg.required():
+            pytest.fail(f"{pg.REQUIRE}=1 and {missing}")
+        pytest.skip(missing)
+    with pg.cluster() as server:
+        yield server
+
+
+@pytest.fixture
+def postgres_url(postgres_server):
+    """The URL of a new, empty database on ``postgres_server``, for one test."""
+    return postgres_server.new_database()

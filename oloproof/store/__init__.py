@@ -26,12 +26,11 @@ Opener = Callable[..., EventStore]
 BACKENDS: dict[str, "str | Opener"] = {
     "sqlite": "oloproof.store.sqlite:open_url",
     "memory": "oloproof.store.memory:open_url",
+    "postgresql": "oloproof.store.postgres:open_url",  # psycopg 3: the oloproof[postgres] extra
 }
 
 # schemes that name a backend not in this release, with what to use instead
-_PLANNED = {
-    "postgresql": "the PostgreSQL backend is not in this release; use an SQLite log (a path, or sqlite:///PATH)",
-}
+_PLANNED: dict[str, str] = {}
 
 
 def register_store(scheme: str, opener: "str | Opener") -> None:
@@ -62,11 +61,34 @@ def scheme_of_url(url: "str | object") -> str:
     return "postgresql" if scheme == "postgres" else scheme
 
 
+def printable_url(url: "str | object") -> str:
+    """``url`` as a message or a hint may print it: a server URL without its password
+    (``postgresql://ci:secret@db/team`` → ``postgresql://ci@db/team``, a ``password=`` query
+    parameter dropped too; libpq then reads it from ``PGPASSWORD`` or ``~/.pgpass``); a path
+    as it is."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    text = str(url)
+    if "://" not in text:
+        return text
+    try:
+        parts = urlsplit(text)
+    except ValueError:  # not a URL urllib can split: say nothing of what follows the scheme's user
+        return text.partition("://")[0] + "://…"
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, _, host = netloc.rpartition("@")
+        netloc = f"{userinfo.partition(':')[0]}@{host}"
+    query = "&".join(p for p in parts.query.split("&") if p and p.partition("=")[0].lower() != "password")
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
 def open_store(url: "str | object", **options: Any) -> EventStore:
     """The event log a URL names (SPEC §18.3): ``sqlite:///relative.db``,
     ``sqlite:////absolute.db`` or a bare path (SQLite; ``options`` are :class:`SQLiteStore`'s:
     ``durability``, ``create``, ``readonly``, ``key``), ``memory:`` (an in-memory log, for
-    tests; ``key`` only), or any scheme a backend registered (:data:`BACKENDS`,
+    tests; ``key`` only), ``postgresql://USER@HOST/DB`` or ``postgres://…`` (a PostgreSQL
+    database, the same options; needs ``oloproof[postgres]``), or any scheme a backend registered (:data:`BACKENDS`,
     :func:`register_store`). An unknown scheme is a :class:`~oloproof.errors.UsageError`
     (exit 2)."""
     from pathlib import Path
@@ -79,7 +101,7 @@ def open_store(url: "str | object", **options: Any) -> EventStore:
         if scheme in _PLANNED:
             raise UsageError(f"{scheme}://…: {_PLANNED[scheme]}")
         known = ", ".join(f"{s}://" for s in sorted(BACKENDS) if s != "memory")
-        raise UsageError(f"{url}: unknown log URL scheme {scheme!r} ({known}, a path, or memory:)")
+        raise UsageError(f"{printable_url(url)}: unknown log URL scheme {scheme!r} ({known}, a path, or memory:)")
     if isinstance(opener, str):
         import importlib
 
@@ -101,5 +123,6 @@ __all__ = [
     "StreamAppend",
     "VerifyReport",
     "open_store",
+    "printable_url",
     "register_store",
 ]
