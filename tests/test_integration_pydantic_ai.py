@@ -89,6 +89,11 @@ def test_a_delegating_team_records_agents_handoffs_the_final_answer_and_the_stat
     assert request == [{"kind": "request", "state": "complete", "parts": [prompt]}]
     assert t.steps[3].result["parts"] == [{"part_kind": "tool-call", "tool_name": "lookup_order",
                                            "args": {"order_id": "ord-1"}, "tool_call_id": "pyd_ai_call_2"}]
+    # a later request: only what the model had not seen (the response before it is a step already)
+    assert t.steps[6].arguments == {"messages": [{"kind": "request", "state": "complete", "parts": [
+        {"part_kind": "tool-return", "tool_name": "lookup_order", "tool_call_id": "pyd_ai_call_2",
+         "content": {"amount": 40.0, "order_id": "ord-1", "status": "delivered"}, "outcome": "success",
+         "content_file_digests": []}]}]}
     assert [u.model for u in case.usage] == ["triage-policy", "billing-policy", "billing-policy", "billing-policy",
                                              "triage-policy"]
     assert case.state["orders"]["ord-1"]["status"] == "refunded"
@@ -122,6 +127,13 @@ def test_the_planted_faults_are_caught_by_the_criteria_meant_for_them(cli, team)
     reasons = {c["case_id"]: c["verdicts"]["recovers_from_error_at_issue_refund"].get("reason") for c in data["cases"]}
     assert reasons["refund-ord-1"] == "state_contradicts_claim"
     assert data["gate"]["decision"] == "FAIL"
+
+
+def test_the_results_do_not_depend_on_how_the_cases_ran(cli, team):
+    r = cli("run", "--concurrency", "3", "--json", "threads.json", cwd=team)
+    assert r.exit_code == 0, r.output
+    threads = json.loads((team / "threads.json").read_text())["cases"]
+    assert threads == json.loads((team / "results.json").read_text())["cases"]
 
 
 def test_replay_fault_error_gives_a_faithful_control_and_a_verdict(cli, team):
@@ -280,6 +292,9 @@ class Scenarios(Stateful):
             return {"answer": modelless.run_sync("hi", model=TestModel(custom_output_text="from the run")).output}
         if scenario == "raises":
             return {"answer": broken.run_sync("go").output}
+        if scenario == "spec-override":  # replaces the agent's capabilities for the block
+            with nameless["one"].override(name="overridden", spec={"capabilities": [{"Thinking": {}}]}):
+                return {"answer": nameless["one"].run_sync("hi").output}
 '''
 
 CONFIG = '''\
@@ -303,7 +318,8 @@ def scenarios(tmp_path_factory):
     write(p / "cases.jsonl", "".join(json.dumps({"id": s, "input": {"scenario": s}, "initial_state": {},
                                                  "expected": {"route": route}}) + "\n"
                                      for s, route in (("handoff", ["router", "billing"]), ("nameless", ["agent"]),
-                                                      ("per-run-model", ["modelless"]), ("raises", ["broken"]))))
+                                                      ("per-run-model", ["modelless"]), ("raises", ["broken"]),
+                                                      ("spec-override", ["overridden"]))))
     return run_in(p, "run", "--json", "results.json")
 
 
@@ -334,12 +350,14 @@ def test_a_programmatic_handoff_structured_output_and_made_up_ids(scenarios):
     assert row["recovers_from_error_at_issue_refund"] == {"verdict": "pass"}, row
 
 
-def test_an_unnamed_agent_a_per_run_model_and_a_run_that_raises(scenarios):
+def test_an_unnamed_agent_a_per_run_model_an_override_and_a_run_that_raises(scenarios):
     nameless = view(scenarios.folder, "nameless").trajectory
     assert shape(nameless.steps) == [("decision", "test", "agent", None), ("final", None, "agent", None)]
     per_run = view(scenarios.folder, "per-run-model").trajectory
     assert shape(per_run.steps) == [("decision", "test", "modelless", None), ("final", None, "modelless", None)]
     assert per_run.steps[-1].result == "from the run"
+    overridden = view(scenarios.folder, "spec-override").trajectory
+    assert shape(overridden.steps) == [("decision", "test", "overridden", None), ("final", None, "overridden", None)]
     raised = view(scenarios.folder, "raises")
     assert raised.trajectory.terminal_status == "failure"
     assert [s.result for s in raised.trajectory.steps if s.kind == "tool_result"][0] == {
@@ -383,11 +401,11 @@ def test_outside_a_case_the_agent_runs_as_it_would_bare():
     # the same messages (the ids Pydantic AI makes up at random aside: no two bare runs share them)
     assert _blank_ids(encode_messages(a.all_messages())) == _blank_ids(encode_messages(b.all_messages()))
     assert "pyd_ai_call_" not in json.dumps(encode_messages(b.all_messages()))
-    # nothing is wrapped outside a case
+    # outside a case the agent has not even one more capability: its root is as built
     from oloproof.integrations.pydantic_ai import _Recording
 
-    [cap] = [c for c in _leaves(routed) if isinstance(c, _Recording)]
-    assert cap.get_wrapper_toolset(routed.toolsets[0]) is None and cap.get_wrapper_model(routed.model) is None
+    assert not any(isinstance(c, _Recording) for c in _leaves(routed))
+    assert routed._effective_root_capability() is routed.root_capability
 
 
 def _blank_ids(messages: list) -> list:
@@ -409,7 +427,17 @@ def test_instrument_is_idempotent_and_refuses_what_is_not_an_agent():
 
     agent = make_agent()
     instrument(instrument(agent))
-    assert sum(isinstance(c, _Recording) for c in _leaves(agent)) == 1
+    # what a run inside a case starts from: the agent's root and the recording capability, once
+    from oloproof.system import _CURRENT
+
+    token = _CURRENT.set(object())
+    try:
+        root = agent._effective_root_capability()
+    finally:
+        _CURRENT.reset(token)
+    found: list = []
+    root.apply(found.append)
+    assert sum(isinstance(c, _Recording) for c in found) == 1 and root is not agent.root_capability
     with pytest.raises(TypeError, match="takes a pydantic_ai.Agent, got FunctionModel"):
         instrument(FunctionModel(policy))
 

@@ -9,9 +9,10 @@
 
     billing = instrument(Agent(model, name="billing", tools=[issue_refund]))
 
-How: ``instrument`` adds one capability (Pydantic AI's own extension point) to the agent, so
-whatever the agent runs is covered — tools registered afterwards, every toolset, the model of
-the agent or one given to ``run(model=...)``:
+How: inside a case, every run of the agent starts with one more capability (Pydantic AI's own
+extension point) — so whatever the agent runs is covered: tools registered afterwards, every
+toolset, the model of the agent or one given to ``run(model=...)``. Outside a case the agent
+has no extra capability at all and runs as it would bare:
 
 * its toolset wrapper (``get_wrapper_toolset``, a ``WrapperToolset``) routes each tool call
   (function tools and toolsets alike; output tools are the answer, not tool calls): a
@@ -29,12 +30,15 @@ the agent or one given to ``run(model=...)``:
   a structured output as its JSON form) and the terminal status (``success``, or ``failure``
   when the run raised).
 
+A request records only what its model has not seen yet in this run (the messages after the
+response it gave last, and the instructions when they change): the rest is on the tape already.
+
 Steps name ``agent.name``; an agent with no name (Pydantic AI infers one from the variable
 that holds it when it first runs) is named ``agent``, as Pydantic AI's own spans name it.
-Outside a case nothing is wrapped: the agent runs as it would bare. Inside one, the tool calls
-of one model response run one after another (Pydantic AI's ``sequential`` mode), so that
-their steps are recorded in the order the model asked for them and a replay meets them in
-that order.
+Inside a case, the tool calls of one model response run one after another (Pydantic AI's
+``sequential`` mode), so that their steps are recorded in the order the model asked for them
+and a replay meets them in that order. docs/frameworks/pydantic-ai.md says what is captured
+and what is not.
 """
 
 from __future__ import annotations
@@ -45,10 +49,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from typing import Any
 
+from pydantic import TypeAdapter
 from pydantic_ai import Agent
+from pydantic_ai._utils import Some
 from pydantic_ai.capabilities import AbstractCapability, CombinedCapability
 from pydantic_ai.exceptions import ModelRetry, ToolFailed
-from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse, ToolCallPart
+from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, ModelResponse, ToolCallPart
 from pydantic_ai.models import Model, ModelRequestParameters
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.run import AgentRunResult
@@ -63,8 +69,22 @@ from oloproof.system import _CURRENT, ToolCodec
 
 __all__ = ["agent_name", "decode_response", "encode_messages", "encode_response", "instrument"]
 
-#: the name of the agent whose run encloses the code that runs now (None: no routed run)
-_RUN: ContextVar[str | None] = ContextVar("oloproof_pydantic_ai_run", default=None)
+class _Run:
+    """One routed run of an agent: its name, and what its model was last shown — how many
+    messages, the response it gave last, the instructions — so that each request records
+    only what is new to the model."""
+
+    __slots__ = ("instructions", "last", "name", "seen")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.seen = 0
+        self.last: ModelResponse | None = None
+        self.instructions: list[str] | None = None
+
+
+#: the routed run that encloses the code that runs now (None: no routed run)
+_RUN: ContextVar[_Run | None] = ContextVar("oloproof_pydantic_ai_run", default=None)
 #: a routed tool call is in progress (what runs now runs inside it)
 _IN_CALL: ContextVar[bool] = ContextVar("oloproof_pydantic_ai_in_call", default=False)
 
@@ -104,11 +124,23 @@ def _drop_unset(fields: dict[str, Any]) -> None:
         del fields[key]
 
 
+#: one adapter per kind of message: what ``ModelMessagesTypeAdapter`` writes for each, at
+#: half the cost of going through the union
+_REQUEST = TypeAdapter(ModelRequest)
+_RESPONSE = TypeAdapter(ModelResponse)
+
+
+def _dumped(message: ModelMessage) -> dict[str, Any]:
+    if isinstance(message, ModelResponse):
+        return _RESPONSE.dump_python(message, mode="json")
+    return _REQUEST.dump_python(message, mode="json")
+
+
 def encode_messages(messages: Sequence[ModelMessage]) -> list[dict[str, Any]]:
     """Messages (requests and responses) as Pydantic AI's JSON (``ModelMessagesTypeAdapter``),
     without what changes from run to run: timestamps, run and conversation ids, provider
     response ids. Deterministic for a deterministic agent."""
-    return _normalised(ModelMessagesTypeAdapter.dump_python(list(messages), mode="json"))
+    return _normalised([_dumped(m) for m in messages])
 
 
 def encode_response(response: Any) -> Any:
@@ -214,6 +246,29 @@ class _RoutedToolset(WrapperToolset[Any]):
                 rec._auto_checkpoints = True
 
 
+def _request(run: _Run | None, messages: list[ModelMessage], parameters: ModelRequestParameters) -> dict[str, Any]:
+    """A model request as recorded: the messages the model has not seen in this run (those
+    after the response it gave last; all of them on the run's first request, or when the
+    history was rewritten since, by a history processor say) and, when they changed, the
+    instructions. What came before is on the tape already, as earlier steps: recording the
+    whole history again would make each request cost as much as the conversation so far."""
+    new: Sequence[ModelMessage] = messages
+    if run is not None and 0 < run.seen <= len(messages):
+        previous = messages[run.seen - 1]
+        if previous is run.last or (isinstance(previous, ModelResponse) and run.last is not None
+                                    and previous.parts == run.last.parts):
+            new = messages[run.seen:]
+    arguments: dict[str, Any] = {"messages": encode_messages(new)}
+    parts = parameters.instruction_parts
+    instructions = [p.content for p in parts] if parts else None
+    if run is None or instructions != run.instructions:
+        if instructions is not None:
+            arguments["instructions"] = instructions
+        if run is not None:
+            run.instructions = instructions
+    return arguments
+
+
 class _RoutedModel(WrapperModel):
     """Every request to the model through the recorder: one ``decision`` step."""
 
@@ -233,9 +288,13 @@ class _RoutedModel(WrapperModel):
             response = await self.wrapped.request(messages, model_settings, model_request_parameters)
             return _numbered(response, first) if isinstance(response, ModelResponse) else response
 
-        response = await aroute(self.wrapped.model_name, ask, arguments={"messages": encode_messages(messages)},
-                                kind="model", codec=CODEC, agent=agent_name(self._agent))
+        run = _RUN.get()
+        arguments = _request(run, messages, model_request_parameters)
+        response = await aroute(self.wrapped.model_name, ask, arguments=arguments, kind="model", codec=CODEC,
+                                agent=agent_name(self._agent))
         state.calls = first + sum(isinstance(p, ToolCallPart) for p in response.parts)
+        if run is not None:
+            run.seen, run.last = len(messages) + 1, response
         usage = response.usage
         rec.usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
                   model=self.wrapped.model_name)
@@ -244,8 +303,8 @@ class _RoutedModel(WrapperModel):
 
 @dataclasses.dataclass
 class _Recording(AbstractCapability[Any]):
-    """What :func:`instrument` adds to an agent: its tool calls, model requests and runs
-    through the recorder inside a case; nothing outside one."""
+    """What an instrumented agent's runs inside a case start with (see :class:`_InCase`): its
+    tool calls, model requests and runs through the recorder."""
 
     agent: Any = None
 
@@ -265,8 +324,9 @@ class _Recording(AbstractCapability[Any]):
         if rec is None:
             return await handler()
         name = agent_name(self.agent)
-        outer = _RUN.get()
-        token = _RUN.set(name)
+        enclosing = _RUN.get()
+        outer = None if enclosing is None else enclosing.name
+        token = _RUN.set(_Run(name))
         switch_to(name)
         try:
             with ToolManager.parallel_execution_mode("sequential"):
@@ -325,10 +385,41 @@ def _declare_tools(agent: Any) -> None:
         declare(agent, model.model_name, kind="model")
 
 
+class _InCase:
+    """Stands in for the agent's ``_override_root_capability`` (the context variable behind
+    ``agent.override(root_capability=...)``, read each time the agent resolves its root
+    capability): outside a case it answers what the variable holds, so the agent runs as it
+    would bare — not even one more capability for Pydantic AI to dispatch every hook to, a
+    cost of some 50 µs per call in Pydantic AI 2.68; inside a case, the root capability in
+    force (the agent's own, or the one an override set) combined with the recording one."""
+
+    __slots__ = ("agent", "combined", "recording", "var")
+
+    def __init__(self, var: ContextVar[Any], agent: Any) -> None:
+        self.var = var
+        self.agent = agent
+        self.recording = _Recording(agent=agent)
+        self.combined: tuple[Any, Any] | None = None  # (root capability, Some(it with ours))
+
+    def get(self, *default: Any) -> Any:
+        value = self.var.get(*default)
+        if _CURRENT.get() is None:
+            return value
+        base = self.agent._root_capability if value is None else value.value
+        combined = self.combined
+        if combined is None or combined[0] is not base:
+            combined = self.combined = (base, Some(CombinedCapability([base, self.recording])))
+        return combined[1]
+
+    def set(self, value: Any) -> Any:
+        return self.var.set(value)
+
+    def reset(self, token: Any) -> None:
+        self.var.reset(token)
+
+
 def _instrumented(agent: Any) -> bool:
-    found: list[AbstractCapability[Any]] = []
-    agent.root_capability.apply(found.append)
-    return any(isinstance(c, _Recording) for c in found)
+    return isinstance(agent.__dict__.get("_override_root_capability"), _InCase)
 
 
 def instrument(agent: Any) -> Any:
@@ -351,9 +442,8 @@ def instrument(agent: Any) -> Any:
                         + (": instrument the agent it wraps (its .wrapped)" if hasattr(agent, "wrapped") else ""))
     if _instrumented(agent):
         return agent
-    # the agent's root capability is what every run starts from (an override of it in a
-    # `with agent.override(root_capability=...)` block replaces this one for that block)
-    agent._root_capability = CombinedCapability([agent.root_capability, _Recording(agent=agent)])
+    # every run starts from the root capability in force: inside a case, with ours added
+    setattr(agent, "_override_root_capability", _InCase(agent._override_root_capability, agent))  # noqa: B010
     if not isinstance(agent.__dict__.get("__oloproof_tools__"), _LiveDeclarations):
         setattr(agent, "__oloproof_tools__", _LiveDeclarations(agent))  # noqa: B010 - a dunder name
     _declare_tools(agent)
