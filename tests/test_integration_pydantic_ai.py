@@ -246,6 +246,7 @@ billing = instrument(Agent(FunctionModel(billing_policy, model_name="billing-pol
 nameless = {"one": instrument(Agent(TestModel(custom_output_text="hello")))}
 modelless = instrument(Agent(name="modelless"))
 broken = instrument(Agent(TestModel(), name="broken"))
+streamer = instrument(Agent(TestModel(), name="streamer"))
 CALLS = []
 
 
@@ -266,6 +267,12 @@ def issue_refund(order_id: str) -> dict:
 @broken.tool_plain
 def explode(n: int) -> str:
     raise ValueError("boom")
+
+
+@streamer.tool_plain(name="issue_refund")
+def refund_streamed(order_id: str) -> dict:
+    STATE["refunded"] = True
+    return {"ok": True}
 
 
 STATE = {}
@@ -292,6 +299,9 @@ class Scenarios(Stateful):
             return {"answer": modelless.run_sync("hi", model=TestModel(custom_output_text="from the run")).output}
         if scenario == "raises":
             return {"answer": broken.run_sync("go").output}
+        if scenario == "stream":  # every model request streamed (run_stream)
+            with streamer.run_stream_sync("refund a") as result:
+                return {"answer": result.get_output()}
         if scenario == "spec-override":  # replaces the agent's capabilities for the block
             with nameless["one"].override(name="overridden", spec={"capabilities": [{"Thinking": {}}]}):
                 return {"answer": nameless["one"].run_sync("hi").output}
@@ -319,7 +329,7 @@ def scenarios(tmp_path_factory):
                                                  "expected": {"route": route}}) + "\n"
                                      for s, route in (("handoff", ["router", "billing"]), ("nameless", ["agent"]),
                                                       ("per-run-model", ["modelless"]), ("raises", ["broken"]),
-                                                      ("spec-override", ["overridden"]))))
+                                                      ("spec-override", ["overridden"]), ("stream", ["streamer"]))))
     return run_in(p, "run", "--json", "results.json")
 
 
@@ -364,6 +374,19 @@ def test_an_unnamed_agent_a_per_run_model_an_override_and_a_run_that_raises(scen
         "error": {"type": "ValueError", "message": "boom"}}
 
 
+def test_streamed_model_requests_are_recorded_and_answered_from_the_tape(scenarios):
+    t = view(scenarios.folder, "stream").trajectory
+    assert shape(t.steps) == [("decision", "test", "streamer", None),
+                              ("tool_call", "issue_refund", "streamer", None),
+                              ("tool_result", "issue_refund", "streamer", None),
+                              ("decision", "test", "streamer", None), ("final", None, "streamer", None)]
+    assert t.steps[0].result["parts"][0]["tool_name"] == "issue_refund"
+    results = json.loads((scenarios.folder / "results.json").read_text())
+    # the control replay answered the first (streamed) request from the tape: faithful, judged
+    row = {c["case_id"]: c["verdicts"] for c in results["cases"]}["stream"]
+    assert row["recovers_from_error_at_issue_refund"] == {"verdict": "pass"}, row
+
+
 def test_the_tools_an_instrumented_agent_routes_are_declared_even_when_registered_after(scenarios, cli):
     edit(scenarios.folder / "oloproof.yaml", "tool: issue_refund", "tool: issue_refnd")
     try:
@@ -372,7 +395,8 @@ def test_the_tools_an_instrumented_agent_routes_are_declared_even_when_registere
         edit(scenarios.folder / "oloproof.yaml", "tool: issue_refnd", "tool: issue_refund")
     assert r.exit_code == 2, r.output
     assert "no tool 'issue_refnd'; did you mean 'issue_refund'?" in r.output
-    assert "explode, flaky_lookup, issue_refund" in r.output  # tools registered after instrument()
+    # the tools registered after instrument(), and the models (kind "model") the agents route
+    assert "(its tools: billing-policy, explode, flaky_lookup, issue_refund, router-policy, test)" in r.output
 
 
 # ---- without a case ------------------------------------------------------------------------

@@ -4,7 +4,7 @@
 
 ::
 
-    from pydantic_ai import Agent
+    from pydantic_ai import Agent, RunContext
     from oloproof.integrations.pydantic_ai import instrument
 
     billing = instrument(Agent(model, name="billing", tools=[issue_refund]))
@@ -45,17 +45,18 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from typing import Any
 
 from pydantic import TypeAdapter
-from pydantic_ai import Agent
+from pydantic_ai import Agent, RunContext
 from pydantic_ai._utils import Some
 from pydantic_ai.capabilities import AbstractCapability, CombinedCapability
 from pydantic_ai.exceptions import ModelRetry, ToolFailed
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, ModelResponse, ToolCallPart
-from pydantic_ai.models import Model, ModelRequestParameters
+from pydantic_ai.models import CompletedStreamedResponse, Model, ModelRequestParameters, StreamedResponse
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.settings import ModelSettings
@@ -270,7 +271,9 @@ def _request(run: _Run | None, messages: list[ModelMessage], parameters: ModelRe
 
 
 class _RoutedModel(WrapperModel):
-    """Every request to the model through the recorder: one ``decision`` step."""
+    """Every request to the model through the recorder: one ``decision`` step. A streamed
+    request too: inside a case its stream is read whole, and what it amounted to (a
+    ``ModelResponse``) is recorded and streamed to the agent again, part by part."""
 
     def __init__(self, wrapped: Model, agent: Any) -> None:
         super().__init__(wrapped)
@@ -281,16 +284,46 @@ class _RoutedModel(WrapperModel):
         rec = _CURRENT.get()
         if rec is None:
             return await self.wrapped.request(messages, model_settings, model_request_parameters)
+
+        async def ask() -> ModelResponse:
+            return await self.wrapped.request(messages, model_settings, model_request_parameters)
+
+        return await self._routed(rec, messages, model_request_parameters, ask)
+
+    @asynccontextmanager
+    async def request_stream(self, messages: list[ModelMessage], model_settings: ModelSettings | None,
+                             model_request_parameters: ModelRequestParameters,
+                             run_context: RunContext[Any] | None = None) -> AsyncIterator[StreamedResponse]:
+        rec = _CURRENT.get()
+        if rec is None:
+            async with self.wrapped.request_stream(messages, model_settings, model_request_parameters,
+                                                   run_context) as stream:
+                yield stream
+            return
+
+        async def ask() -> ModelResponse:
+            async with self.wrapped.request_stream(messages, model_settings, model_request_parameters,
+                                                   run_context) as stream:
+                async for _ in stream:
+                    pass
+                return stream.get()
+
+        response = await self._routed(rec, messages, model_request_parameters, ask)
+        yield CompletedStreamedResponse(response, model_request_parameters=model_request_parameters,
+                                        replay_events=True)
+
+    async def _routed(self, rec: Any, messages: list[ModelMessage], parameters: ModelRequestParameters,
+                      ask: Callable[[], Awaitable[ModelResponse]]) -> ModelResponse:
         state = _state(rec)
         first = state.calls
 
-        async def ask() -> ModelResponse:
-            response = await self.wrapped.request(messages, model_settings, model_request_parameters)
+        async def numbered() -> ModelResponse:
+            response = await ask()
             return _numbered(response, first) if isinstance(response, ModelResponse) else response
 
         run = _RUN.get()
-        arguments = _request(run, messages, model_request_parameters)
-        response = await aroute(self.wrapped.model_name, ask, arguments=arguments, kind="model", codec=CODEC,
+        arguments = _request(run, messages, parameters)
+        response = await aroute(self.wrapped.model_name, numbered, arguments=arguments, kind="model", codec=CODEC,
                                 agent=agent_name(self._agent))
         state.calls = first + sum(isinstance(p, ToolCallPart) for p in response.parts)
         if run is not None:
