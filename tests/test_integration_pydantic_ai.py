@@ -136,6 +136,20 @@ def test_the_results_do_not_depend_on_how_the_cases_ran(cli, team):
     assert threads == json.loads((team / "results.json").read_text())["cases"]
 
 
+def test_an_async_system_records_the_same_steps_and_its_replays_hold(cli, team):
+    before = {c: shape(view(team, c).trajectory.steps) for c in ("refund-ord-1", "tech-crash")}
+    edit(team / "app.py", "    def run(self, case: Any) -> dict[str, Any]:\n"
+                          "        result = self.team.run_sync(case.input[\"request\"], deps=self)",
+         "    async def run(self, case: Any) -> dict[str, Any]:\n"
+         "        result = await self.team.run(case.input[\"request\"], deps=self)")
+    r = cli("run", "--json", "async.json", cwd=team)  # the agents' tasks now run on Oloproof's loop
+    assert r.exit_code == 0, r.output
+    assert {c: shape(view(team, c).trajectory.steps) for c in before} == before
+    data = json.loads((team / "async.json").read_text())
+    rows = {c["criterion"]: (c["passed"], c["observed"]) for c in data["criteria"]}
+    assert rows["recovers_from_error_at_issue_refund"] == (4, 4)  # every control replay faithful
+
+
 def test_replay_fault_error_gives_a_faithful_control_and_a_verdict(cli, team):
     r = cli("replay", "--fault", "issue_refund:error", "--case", "refund-ord-1", "--json", "-", cwd=team)
     assert r.exit_code == 0, r.output
