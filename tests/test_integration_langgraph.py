@@ -467,6 +467,10 @@ def test_the_codec_round_trips_a_response_with_tool_calls_and_text():
                                                                               {"model": "m"})
     assert back.generations[0].generation_info == {"finish_reason": "tool_calls"}
     assert CODEC.encode(back) == data
+    # a None inside is data (a tool call without an id, an argument that is null)
+    odd = AIMessage("", tool_calls=[{"name": "t", "args": {"a": None}, "id": None}])
+    assert CODEC.decode(CODEC.encode(ChatResult(generations=[ChatGeneration(message=odd)]))).generations[
+        0].message == odd
     # a provider's own id is kept; a request's ids (uuids add_messages gives) never are
     kept = AIMessage("x", id="chatcmpl-42")
     assert CODEC.encode(ChatResult(generations=[ChatGeneration(message=kept)]))["generations"][0][
@@ -542,3 +546,39 @@ def test_the_tool_calls_of_one_message_are_recorded_in_its_order():
     assert [(s.kind, s.tool_name) for s in steps] == [
         ("decision", "m"), ("tool_call", "slow"), ("tool_result", "slow"), ("tool_call", "fast"),
         ("tool_result", "fast"), ("decision", "m"), ("final", None)]
+
+
+def test_a_tool_a_node_calls_by_hand_is_routed_when_named_and_an_interrupt_is_unknown():
+    from langchain_core.messages import AIMessage
+    from langchain_core.tools import tool
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.types import interrupt
+
+    from oloproof.integrations.langgraph import instrument
+
+    @tool
+    def stamp(text: str) -> str:
+        """Stamp a text."""
+        return f"[{text}]"
+
+    def clerk(state: Any) -> dict:
+        return {"messages": [AIMessage(stamp.invoke({"text": "ok"}))]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("clerk", clerk)
+    builder.add_edge(START, "clerk")
+    graph = instrument(builder.compile(), tools=[stamp])
+    out, steps, events = record(lambda: graph.invoke({"messages": [("user", "go")]}))
+    assert shape(steps) == [("tool_call", "stamp", "clerk", None), ("tool_result", "stamp", "clerk", None),
+                            ("final", None, "clerk", None)]
+    assert plain(steps[0].arguments) == {"text": "ok"} and out["messages"][-1].content == "[ok]"
+    assert "stamp" in graph.__oloproof_tools__
+    # a graph that stops at an interrupt has not ended: no final step, status unknown
+    asking = StateGraph(MessagesState)
+    asking.add_node("ask", lambda state: {"messages": [AIMessage(interrupt("which order?"))]})
+    asking.add_edge(START, "ask")
+    paused = instrument(asking.compile(checkpointer=InMemorySaver()))
+    out, steps, events = record(lambda: paused.invoke({"messages": [("user", "go")]},
+                                                      {"configurable": {"thread_id": "t"}}))
+    assert "__interrupt__" in out and steps == [] and events[-1].terminal_status == "unknown"

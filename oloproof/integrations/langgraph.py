@@ -43,7 +43,24 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any
 
+import msgspec
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, messages_from_dict
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import RunnableBinding, RunnableSequence
+from langchain_core.runnables.config import ensure_config, var_child_runnable_config
+from langchain_core.tools import BaseTool, ToolException
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from langgraph.prebuilt import ToolNode
+from langgraph.pregel import Pregel
+from langgraph.types import Command, GraphOutput, Send
+from pydantic import BaseModel
+from pydantic_core import to_jsonable_python
+
 from oloproof.integrations import aroute, declare, route, switch_to
+from oloproof.recorder.prefix import FrozenToolError
+from oloproof.records import encode_recorded
+from oloproof.replay.tape import ReplayedToolError
 from oloproof.system import _CURRENT, ToolCodec
 
 __all__ = ["CODEC", "instrument", "request_of"]
@@ -62,8 +79,6 @@ class _Graph:
     __slots__ = ("nodes", "react", "tool_nodes")
 
     def __init__(self, graph: Any) -> None:
-        from langgraph.prebuilt import ToolNode
-
         nodes = {name: node.bound for name, node in graph.nodes.items() if not name.startswith("__")}
         #: the graph's own nodes: a Command sending control to one passes it to that agent
         self.nodes = frozenset(nodes)
@@ -79,12 +94,16 @@ class _Run:
     """The outermost instrumented graph run in progress in a case (what :data:`_RUN` holds):
     its graph, how deep in LangGraph's namespaces it runs, the agent in control."""
 
-    __slots__ = ("graph", "depth", "last")
+    __slots__ = ("graph", "depth", "last", "seen")
 
     def __init__(self, graph: _Graph, depth: int) -> None:
         self.graph = graph
         self.depth = depth
         self.last: str | None = None
+        #: the messages already written for a request in this run (each request repeats the
+        #: conversation so far): id -> (the message, kept alive so its id is not reused; its
+        #: content when written, to see a message changed in place; what was written)
+        self.seen: dict[int, tuple[Any, Any, Any]] = {}
 
     def agent_of(self, metadata: Any, *, model: bool) -> str | None:
         """The agent a call belongs to, from LangGraph's metadata of the node it runs in."""
@@ -133,8 +152,6 @@ def instrument(graph: Any, *, tools: Any = ()) -> Any:
     Raises:
         TypeError: ``graph`` is not a compiled LangGraph graph.
     """
-    from langgraph.pregel import Pregel
-
     if not isinstance(graph, Pregel):
         hint = " (call .compile() on it first)" if hasattr(graph, "compile") else ""
         raise TypeError(f"oloproof.integrations.langgraph.instrument() takes a compiled LangGraph graph "
@@ -158,12 +175,6 @@ def instrument(graph: Any, *, tools: Any = ()) -> Any:
 def _parts(graph: Any, extra: Any) -> tuple[list[Any], list[Any], list[Any]]:
     """The tools, chat models and graphs reachable from ``graph`` (its nodes,
     subgraphs, the closures of its node functions), each once, in the order found."""
-    from langchain_core.language_models.chat_models import BaseChatModel
-    from langchain_core.runnables import RunnableBinding, RunnableSequence
-    from langchain_core.tools import BaseTool
-    from langgraph.prebuilt import ToolNode
-    from langgraph.pregel import Pregel
-
     tools: list[Any] = []
     models: list[Any] = []
     graphs: list[Any] = []
@@ -217,8 +228,6 @@ def _is_react_call(bound: Any) -> bool:
 def _schema(tool: Any) -> Any:
     """The JSON schema of the arguments the model is shown (no injected ones)."""
     try:
-        from langchain_core.utils.function_calling import convert_to_openai_tool
-
         return convert_to_openai_tool(tool)["function"].get("parameters")
     except Exception:  # noqa: BLE001 - a schema LangChain cannot convert: the tool is still routed
         return None
@@ -300,9 +309,6 @@ def _as_recorded(value: Any) -> Any:
     A value that cannot be recorded is left as it is (the recorder reports it)."""
     if value is None or isinstance(value, (str, int, float, bool)) and type(value) in (str, int, float, bool):
         return value
-    import msgspec
-
-    from oloproof.records import encode_recorded
 
     try:
         return msgspec.json.decode(encode_recorded(value))
@@ -314,7 +320,6 @@ def _is_handoff(tool: Any) -> bool:
     """A tool that hands control over: langgraph-supervisor's metadata, or ``-> Command``."""
     if _HANDOFF_KEY in (getattr(tool, "metadata", None) or {}):
         return True
-    from langgraph.types import Command
 
     for fn in (getattr(tool, "func", None), getattr(tool, "coroutine", None)):
         if fn is None:
@@ -333,8 +338,6 @@ def _is_handoff(tool: Any) -> bool:
 def _handed_off(run: _Run, out: Any) -> None:
     """A handoff tool returned ``out``: a ``Command`` sending control to a node of the
     instrumented graph passes control to that agent."""
-    from langgraph.types import Command, Send
-
     for item in out if isinstance(out, list) else (out,):
         if not isinstance(item, Command):
             continue
@@ -354,7 +357,6 @@ def _argument_names(tool: Any) -> tuple[str, ...] | None:
         schema = tool.tool_call_schema
         if isinstance(schema, dict):
             return tuple((schema.get("properties") or {}).keys())
-        from pydantic import BaseModel
 
         if isinstance(schema, type) and issubclass(schema, BaseModel):
             return tuple(schema.model_fields)
@@ -379,8 +381,6 @@ def _arguments(fields: tuple[str, ...] | None, args: tuple, kwargs: dict[str, An
 def _metadata(kwargs: dict[str, Any]) -> Any:
     """LangGraph's metadata of the node a call runs in: the config LangChain set for the run
     in progress (the tool's own ``run_manager`` when there is none)."""
-    from langchain_core.runnables.config import var_child_runnable_config
-
     config = var_child_runnable_config.get()
     if config is not None and config.get("metadata"):
         return config["metadata"]
@@ -388,14 +388,8 @@ def _metadata(kwargs: dict[str, Any]) -> Any:
     return getattr(manager, "metadata", None)
 
 
-def _tape_errors() -> tuple[type[BaseException], ...]:
-    from oloproof.recorder.prefix import FrozenToolError
-    from oloproof.replay.tape import ReplayedToolError
-
-    return ReplayedToolError, FrozenToolError
-
-
-_TAPE_ERRORS = _tape_errors()
+#: what the tape raises for a call that raised when it was recorded (a replay, a prefix run)
+_TAPE_ERRORS = (ReplayedToolError, FrozenToolError)
 
 
 def _rebuilt(error: BaseException) -> BaseException:
@@ -407,8 +401,6 @@ def _rebuilt(error: BaseException) -> BaseException:
     type_name, _, message = str(error).partition(": ")
     cls = getattr(builtins, type_name, None)
     if not (isinstance(cls, type) and issubclass(cls, Exception)):
-        from langchain_core.tools import ToolException
-
         cls = ToolException if type_name == "ToolException" else \
             type(type_name, (Exception,), {"__module__": __name__})
     try:
@@ -421,8 +413,6 @@ def _rebuilt(error: BaseException) -> BaseException:
 
 def _install_model_hook() -> None:
     """Route chat model calls made while an instrumented graph runs in a case (once)."""
-    from langchain_core.language_models.chat_models import BaseChatModel
-
     generate = BaseChatModel.__dict__["_generate_with_cache"]
     if getattr(generate, _MARK, False):
         return
@@ -439,7 +429,8 @@ def _install_model_hook() -> None:
         token = _IN_MODEL.set(True)
         try:
             result = route(name, generate, (self, messages, stop, run_manager), kwargs,
-                           arguments=request_of(messages, stop, kwargs), kind="model", codec=CODEC, agent=agent)
+                           arguments=request_of(messages, stop, kwargs, run.seen), kind="model", codec=CODEC,
+                           agent=agent)
         finally:
             _IN_MODEL.reset(token)
         _usage(result, name)
@@ -456,8 +447,8 @@ def _install_model_hook() -> None:
         token = _IN_MODEL.set(True)
         try:
             result = await aroute(name, agenerate, (self, messages, stop, run_manager), kwargs,
-                                  arguments=request_of(messages, stop, kwargs), kind="model", codec=CODEC,
-                                  agent=agent)
+                                  arguments=request_of(messages, stop, kwargs, run.seen), kind="model",
+                                  codec=CODEC, agent=agent)
         finally:
             _IN_MODEL.reset(token)
         _usage(result, name)
@@ -469,12 +460,24 @@ def _install_model_hook() -> None:
     BaseChatModel._agenerate_with_cache = _agenerate_with_cache  # type: ignore[method-assign]
 
 
-def request_of(messages: list[Any], stop: list[str] | None = None, options: dict[str, Any] | None = None) -> dict:
+def request_of(messages: list[Any], stop: list[str] | None = None, options: dict[str, Any] | None = None,
+               seen: dict[int, tuple[Any, Any, Any]] | None = None) -> dict:
     """A chat model call's request as recorded (and matched against the tape): the messages
     without their ids (random uuids LangGraph and LangChain give them), the names of the tools
     offered (their schemas are the tools' declarations), ``stop`` and any other option, JSON.
+    ``seen``: the messages written already in this run, reused (not copied: the recorder
+    encodes the request as soon as it is made).
     """
-    out: dict[str, Any] = {"messages": [_message_json(m, keep_id=False) for m in messages]}
+    if seen is None:
+        written = [_message_json(m, keep_id=False) for m in messages]
+    else:
+        written = []
+        for m in messages:
+            known = seen.get(id(m))
+            if known is None or known[0] is not m or known[1] is not getattr(m, "content", None):
+                known = seen[id(m)] = (m, getattr(m, "content", None), _message_json(m, keep_id=False))
+            written.append(known[2])
+    out: dict[str, Any] = {"messages": written}
     if stop is not None:
         out["stop"] = list(stop)
     for key, value in sorted((options or {}).items()):
@@ -498,25 +501,27 @@ def _tool_label(tool: Any) -> Any:
 
 
 def _message_json(message: Any, *, keep_id: bool) -> Any:
-    """A LangChain message as ``message_to_dict`` writes it, without its empty fields and
-    (``keep_id`` False, or an id LangChain generated) its id."""
-    from langchain_core.messages import BaseMessage, message_to_dict
-
+    """A LangChain message as ``message_to_dict`` writes it (``{"type", "data"}``), without
+    its empty fields and (``keep_id`` False, or an id LangChain generated) its id."""
     if not isinstance(message, BaseMessage):
         return _jsonable(message)
-    d = message_to_dict(message)
-    data = {k: v for k, v in d["data"].items() if k != "type" and v not in (None, {}, []) or k == "content"}
+    try:
+        data = message.model_dump(mode="json")
+    except Exception:  # noqa: BLE001 - a field pydantic cannot write as JSON (an artifact): ours does
+        data = _jsonable(message.model_dump())
+    data.pop("type", None)
+    # the message's own empty fields only: a None inside (a tool call's id) is data
+    for key in [k for k, v in data.items() if (v is None or v == {} or v == []) and k != "content"]:
+        del data[key]
     mid = data.get("id")
-    if not keep_id or (isinstance(mid, str) and mid.startswith(_GENERATED_IDS)):
-        data.pop("id", None)
-    return {"type": d["type"], "data": _jsonable(data)}
+    if mid is not None and (not keep_id or isinstance(mid, str) and mid.startswith(_GENERATED_IDS)):
+        del data["id"]
+    return {"type": message.type, "data": data}
 
 
 def _encode(value: Any) -> Any:
     """A ``ChatResult`` as recorded (the generations' messages, their generation info, the
     provider's output); anything else as JSON."""
-    from langchain_core.outputs import ChatResult
-
     if not isinstance(value, ChatResult):
         return _jsonable(value)
     out: dict[str, Any] = {"generations": [
@@ -531,9 +536,6 @@ def _encode(value: Any) -> Any:
 def _decode(data: Any) -> Any:
     """The ``ChatResult`` a recorded response was (LangChain's own message classes, chosen by
     their ``type`` tag: nothing else is built from the tape)."""
-    from langchain_core.messages import messages_from_dict
-    from langchain_core.outputs import ChatGeneration, ChatResult
-
     generations = [ChatGeneration(message=messages_from_dict([g["message"]])[0],
                                   generation_info=g.get("generation_info"))
                    for g in data["generations"]]
@@ -561,8 +563,6 @@ def _usage(result: Any, model: str) -> None:
 def _jsonable(value: Any) -> Any:
     """``value`` as JSON data, deterministically: pydantic models and dataclasses as their JSON
     form; what has none as its type's name (never a repr with an address in it)."""
-    from pydantic_core import to_jsonable_python
-
     return to_jsonable_python(value, fallback=lambda v: f"<{type(v).__name__}>")
 
 
@@ -678,8 +678,6 @@ def _one_at_a_time(config: Any) -> Any:
 def _depth(config: Any) -> int:
     """How many of LangGraph's namespaces the graph runs under (a graph run inside another's
     node: its calls' namespaces start with the outer ones)."""
-    from langchain_core.runnables.config import ensure_config
-
     ns = (ensure_config(config).get("configurable") or {}).get("checkpoint_ns")
     return len(ns.split("|")) if isinstance(ns, str) and ns else 0
 
@@ -706,8 +704,6 @@ def _finish(out: Any, *, raised: bool = False) -> None:
 
 def _state_of(out: Any) -> tuple[Any, bool]:
     """The graph's output state, and whether the graph stopped at an interrupt."""
-    from langgraph.types import GraphOutput
-
     if isinstance(out, GraphOutput):
         return out.value, bool(out.interrupts)
     if isinstance(out, tuple) and len(out) in (2, 3) and isinstance(out[0], (str, tuple)):
@@ -728,8 +724,6 @@ def _messages(state: Any) -> list[Any] | None:
 
 def _answer(state: Any) -> str | None:
     """The text of the state's last message, when it is an AI message that calls no tool."""
-    from langchain_core.messages import AIMessage
-
     messages = _messages(state)
     if not messages:
         return None
