@@ -582,3 +582,26 @@ def test_a_tool_a_node_calls_by_hand_is_routed_when_named_and_an_interrupt_is_un
     out, steps, events = record(lambda: paused.invoke({"messages": [("user", "go")]},
                                                       {"configurable": {"thread_id": "t"}}))
     assert "__interrupt__" in out and steps == [] and events[-1].terminal_status == "unknown"
+
+
+def test_an_agent_a_function_node_invokes_is_found_and_named_after_the_node():
+    """As langgraph-supervisor adds its agents: a function node calling ``agent.invoke``."""
+    from langgraph.graph import END, START, MessagesState, StateGraph
+
+    from oloproof.integrations.langgraph import instrument
+
+    app = example_module()
+    billing = app.build_team().nodes["billing"].bound  # a create_react_agent graph, its tools in a ToolNode
+
+    def call_billing(state: Any) -> dict:
+        return {"messages": billing.invoke(state)["messages"]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("refunds", call_billing)
+    builder.add_edge(START, "refunds")
+    builder.add_edge("refunds", END)
+    graph = instrument(builder.compile())
+    assert {"lookup_order", "issue_refund", "escalate_to_human", "billing-model"} <= set(graph.__oloproof_tools__)
+    box = sandbox({"ord-1": {"status": "delivered", "amount": 20.0}})
+    _, steps, _ = record(lambda: ask(graph, "Please refund order ord-1", box))
+    assert shape(steps) == [(k, t, "refunds", None) for k, t, _, _ in REFUND_LATE[2:]]

@@ -9,8 +9,9 @@ What is routed, and how (docs/frameworks/langgraph.md says it at more length):
   in subgraphs and in the closures of its nodes, has its ``_run`` / ``_arun`` routed: the
   call's arguments as the model gave them (the tool's ``tool_call_schema`` fields: never the
   ``tool_call_id``, the injected state, store, runtime or config), the tool's own return
-  value as its result. LangChain then wraps whatever comes back — the tool's value, the
-  tape's, a fault's — in the ``ToolMessage`` the model sees, as it always does.
+  value as its result. LangChain then wraps whatever comes back — the tool's value in its
+  recorded form (JSON, keys sorted: what the tape gives back), the tape's, a fault's — in the
+  ``ToolMessage`` the model sees, as it always does.
 * **Handoffs**: a tool that returns ``Command`` (annotated ``-> Command``, or carrying
   langgraph-supervisor's ``__handoff_destination`` metadata, as ``transfer_to_billing`` does)
   is no tool call: it runs as is, and when its ``Command`` sends control to a node of the
@@ -31,6 +32,9 @@ What is routed, and how (docs/frameworks/langgraph.md says it at more length):
 * **The final step and status** of the outermost instrumented invocation in the case: the
   text of the output's last AI message (``success``); no answer, ``failure``; an exception,
   ``failure`` and no final step; an interrupted graph, ``unknown``.
+* Inside a case the run gets ``max_concurrency=1``: the tasks of one step (parallel tool
+  calls, parallel nodes) run one at a time, in LangGraph's order, not in the order threads
+  happen to finish.
 """
 
 from __future__ import annotations
@@ -187,7 +191,7 @@ def _parts(graph: Any, extra: Any) -> tuple[list[Any], list[Any], list[Any]]:
         if isinstance(obj, Pregel):
             graphs.append(obj)
             for node in obj.nodes.values():
-                walk(node.bound, depth + 1)
+                walk(node.bound, 1)  # a graph starts afresh: agents nest graphs in closures
         elif isinstance(obj, ToolNode):
             for t in obj.tools_by_name.values():
                 walk(t, depth + 1)
