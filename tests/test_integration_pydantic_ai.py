@@ -191,6 +191,9 @@ def test_every_fault_kind_reaches_the_agent_as_the_tool_result(cli, team):
 def test_a_prefix_run_answers_model_requests_and_calls_from_the_frozen_tape(cli, team):
     r = cli("prefix", "create", "latest", "refund-ord-1", "--before-step", "13", cwd=team)
     assert r.exit_code == 0, r.output
+    # the candidate: another prompt for triage (its configuration is not in the recorded requests)
+    edit(team / "app.py", 'name="triage", deps_type=Desk)',
+         'name="triage", deps_type=Desk, instructions="Answer in one sentence.", system_prompt="You triage.")')
     r = cli("prefix", "run", "--json", "prefix.json", cwd=team)
     assert r.exit_code in (0, 1), r.output
     steps = view(team, "refund-ord-1").trajectory.steps

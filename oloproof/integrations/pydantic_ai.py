@@ -68,20 +68,20 @@ from oloproof.integrations import aroute, declare, switch_to
 from oloproof.replay.tape import ReplayedToolError
 from oloproof.system import _CURRENT, ToolCodec
 
-__all__ = ["agent_name", "decode_response", "encode_messages", "encode_response", "instrument"]
+__all__ = ["CODEC", "agent_name", "decode_response", "encode_messages", "encode_response", "instrument"]
+
 
 class _Run:
     """One routed run of an agent: its name, and what its model was last shown — how many
-    messages, the response it gave last, the instructions — so that each request records
-    only what is new to the model."""
+    messages, the response it gave last — so that each request records only what is new to
+    the model."""
 
-    __slots__ = ("instructions", "last", "name", "seen")
+    __slots__ = ("last", "name", "seen")
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.seen = 0
         self.last: ModelResponse | None = None
-        self.instructions: list[str] | None = None
 
 
 #: the routed run that encloses the code that runs now (None: no routed run)
@@ -247,27 +247,29 @@ class _RoutedToolset(WrapperToolset[Any]):
                 rec._auto_checkpoints = True
 
 
-def _request(run: _Run | None, messages: list[ModelMessage], parameters: ModelRequestParameters) -> dict[str, Any]:
-    """A model request as recorded: the messages the model has not seen in this run (those
-    after the response it gave last; all of them on the run's first request, or when the
-    history was rewritten since, by a history processor say) and, when they changed, the
-    instructions. What came before is on the tape already, as earlier steps: recording the
-    whole history again would make each request cost as much as the conversation so far."""
+def _request(run: _Run | None, messages: list[ModelMessage]) -> dict[str, Any]:
+    """A model request as recorded: the conversation the model has not seen in this run —
+    the messages after the response it gave last (all of them on the run's first request, or
+    when the history was rewritten since, by a history processor say), without the agent's
+    system prompts. What came before is on the tape already, as earlier steps: recording the
+    whole history again would make each request cost as much as the conversation so far.
+
+    The agent's own configuration — its instructions and system prompts, its tools' schemas —
+    is not in it: the tape answers a request by the conversation so far, so a candidate
+    version with another prompt is answered from a frozen prefix up to its boundary, where
+    its own model decides (SPEC §14); the tools' schemas are the system's surface."""
     new: Sequence[ModelMessage] = messages
     if run is not None and 0 < run.seen <= len(messages):
         previous = messages[run.seen - 1]
         if previous is run.last or (isinstance(previous, ModelResponse) and run.last is not None
                                     and previous.parts == run.last.parts):
             new = messages[run.seen:]
-    arguments: dict[str, Any] = {"messages": encode_messages(new)}
-    parts = parameters.instruction_parts
-    instructions = [p.content for p in parts] if parts else None
-    if run is None or instructions != run.instructions:
-        if instructions is not None:
-            arguments["instructions"] = instructions
-        if run is not None:
-            run.instructions = instructions
-    return arguments
+    encoded = encode_messages(new)
+    for message in encoded:
+        if message.get("kind") == "request":
+            message.pop("instructions", None)
+            message["parts"] = [p for p in message.get("parts", ()) if p.get("part_kind") != "system-prompt"]
+    return {"messages": [m for m in encoded if m.get("parts") or m.get("kind") != "request"]}
 
 
 class _RoutedModel(WrapperModel):
@@ -288,7 +290,7 @@ class _RoutedModel(WrapperModel):
         async def ask() -> ModelResponse:
             return await self.wrapped.request(messages, model_settings, model_request_parameters)
 
-        return await self._routed(rec, messages, model_request_parameters, ask)
+        return await self._routed(rec, messages, ask)
 
     @asynccontextmanager
     async def request_stream(self, messages: list[ModelMessage], model_settings: ModelSettings | None,
@@ -308,11 +310,11 @@ class _RoutedModel(WrapperModel):
                     pass
                 return stream.get()
 
-        response = await self._routed(rec, messages, model_request_parameters, ask)
+        response = await self._routed(rec, messages, ask)
         yield CompletedStreamedResponse(response, model_request_parameters=model_request_parameters,
                                         replay_events=True)
 
-    async def _routed(self, rec: Any, messages: list[ModelMessage], parameters: ModelRequestParameters,
+    async def _routed(self, rec: Any, messages: list[ModelMessage],
                       ask: Callable[[], Awaitable[ModelResponse]]) -> ModelResponse:
         state = _state(rec)
         first = state.calls
@@ -322,7 +324,7 @@ class _RoutedModel(WrapperModel):
             return _numbered(response, first) if isinstance(response, ModelResponse) else response
 
         run = _RUN.get()
-        arguments = _request(run, messages, parameters)
+        arguments = _request(run, messages)
         response = await aroute(self.wrapped.model_name, numbered, arguments=arguments, kind="model", codec=CODEC,
                                 agent=agent_name(self._agent))
         state.calls = first + sum(isinstance(p, ToolCallPart) for p in response.parts)
