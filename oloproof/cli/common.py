@@ -14,8 +14,8 @@ import click
 
 from oloproof.errors import Interrupted, OloproofError, UsageError
 
-DB_HELP = ("Path of the event log (default: .oloproof/log.db in the current folder, or in the nearest "
-           "parent folder that has one).")
+DB_HELP = ("Path of the event log, or its URL (postgresql://USER@HOST/DB) (default: OLOPROOF_DB, else "
+           ".oloproof/log.db in the current folder, or in the nearest parent folder that has one).")
 JSON_HELP = "Without FILE (or with '-'): standard output, and the tables go to stderr."
 
 
@@ -371,7 +371,13 @@ def open_log(db: str | None, *, must_exist: bool = True, durability: str = "full
     if db is not None and scheme_of_url(db) == "memory":
         raise UsageError("--db memory: an in-memory log holds nothing once this command ends; pass a file")
     if db is not None and scheme_of_url(db) != "sqlite":  # a server log: the backend checks it
-        return open_store(db, durability=durability, create=not must_exist, readonly=not write, key=log_key())
+        server = open_store(db, durability=durability, create=not must_exist, readonly=not write, key=log_key())
+        if write and getattr(server, "projections_stale", False):  # made by an older Oloproof: derived again
+            from oloproof.app.projections import rebuild_projections
+
+            click.echo("rebuilding the log's projection tables from its events…", err=True)
+            rebuild_projections(server)
+        return server
     if db is not None and db.startswith("sqlite://"):
         db = str(_sqlite_path(db))
     path = Path(db or DEFAULT_LOG)
@@ -405,20 +411,46 @@ def incomplete_note(summary: Any) -> str | None:
 
 
 def log_args(db_path: Any) -> str:
-    """What a printed hint needs to run where it is printed: `` --db PATH`` unless the log is
-    the one a command here finds by itself (``.oloproof/log.db`` in this folder)."""
+    """What a printed hint needs to run where it is printed: `` --db PATH`` (or `` --db URL``
+    without its password) unless the log is the one a command here finds by itself: the one
+    ``OLOPROOF_DB`` names, or (without it) ``.oloproof/log.db`` in this folder."""
     import shlex
 
-    from oloproof.store import DEFAULT_LOG
+    from oloproof.store import DEFAULT_LOG, scheme_of_url
 
     if db_path is None:
         return ""
+    env = os.environ.get("OLOPROOF_DB") or None
+    if env is not None and same_log(str(db_path), env):
+        return ""
+    if scheme_of_url(db_path) != "sqlite":
+        return f" --db {shlex.quote(log_label(db_path))}"
     try:
-        if Path(db_path).resolve() == (Path.cwd() / DEFAULT_LOG).resolve():
+        if env is None and Path(db_path).resolve() == (Path.cwd() / DEFAULT_LOG).resolve():
             return ""
     except OSError:
         pass
     return f" --db {shlex.quote(str(db_path))}"
+
+
+def log_label(db_path: Any) -> str:
+    """A log as messages name it: its path, or its URL without the password."""
+    from oloproof.store import printable_url
+
+    return printable_url(str(db_path))
+
+
+def same_log(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` name one log: the same file (by path or ``sqlite:///`` URL), or
+    the same server URL."""
+    from oloproof.store import scheme_of_url
+
+    if scheme_of_url(a) != "sqlite" or scheme_of_url(b) != "sqlite":
+        return a == b
+    try:
+        return Path(a.removeprefix("sqlite:///")).resolve() == Path(b.removeprefix("sqlite:///")).resolve()
+    except OSError:
+        return False
 
 
 def resolve_run(store: Any, run: str) -> str:

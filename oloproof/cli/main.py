@@ -26,6 +26,7 @@ from oloproof.cli import (
     imports,
     init,
     prefix,
+    push,
     replay,
     run,
     runs,
@@ -101,6 +102,8 @@ def cli(debug: bool) -> None:
     """Oloproof: check the world, not the transcript.
 
     OLOPROOF_LOG_KEY, when set, keys the log's hash chain (see the README).
+    OLOPROOF_DB, when set, is the --db of every command not given one (a path, or a
+    postgresql:// URL: docs/team-log.md).
 
     Exit codes: 0 gate passed (or nothing to gate), 1 gate blocked, 2 bad input or usage,
     3 internal error, 130 interrupted.
@@ -113,10 +116,28 @@ def cli(debug: bool) -> None:
     # system under test (and the worker processes it runs in) does not find it there
     take_log_key()
     click.get_current_context().call_on_close(restore_log_key)
+    _db_from_environment(click.get_current_context())
+
+
+def _db_from_environment(ctx: click.Context) -> None:
+    """``OLOPROOF_DB`` (SPEC §18.7), when set: the ``--db`` of every command that takes one
+    and is not given it (a team's PostgreSQL log for a whole shell session or CI job)."""
+    url = os.environ.get("OLOPROOF_DB", "").strip()
+    if not url:
+        return
+
+    def defaults(command: click.Command) -> dict[str, Any]:
+        out: dict[str, Any] = {"db": url} if any(p.name == "db" for p in command.params) else {}
+        for name, sub in getattr(command, "commands", {}).items():
+            if below := defaults(sub):
+                out[name] = below
+        return out
+
+    ctx.default_map = {**defaults(ctx.command), **(ctx.default_map or {})}
 
 
 for module in (init, run, runs, show, evaluate, gate, diff, replay, view, export, audit, attribute, prefix, imports,
-               search):
+               search, push):
     cli.add_command(module.command)
 
 

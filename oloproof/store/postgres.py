@@ -201,11 +201,8 @@ class PostgresStore(EventStore):
             if not create:
                 raise StoreError(f"no Oloproof log in {self.url}; run 'oloproof run --db URL' (or any command "
                                  "that writes) to create it")
-            with self._conn.transaction():
-                # two processes opening a new log at once: the second waits here, then finds
-                # the tables the first one made
-                self._conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, _SCHEMA_LOCK))
-                if self._inspect() is None:
+            with self._schema_lock(), self._conn.transaction():
+                if self._inspect() is None:  # another process may have made it while this one waited
                     self._create()
             state = self._inspect()
             assert state is not None
@@ -215,6 +212,19 @@ class PostgresStore(EventStore):
                 self.projections_stale = state["has_events"]
             else:
                 self._upgrade_projections()
+
+    @contextmanager
+    def _schema_lock(self) -> Iterator[None]:
+        """Two processes creating (or upgrading) one log at once: the second waits here, then
+        finds what the first one made. A session lock taken before the transaction, so that
+        the transaction starts after the wait and reads the catalog as it is then (a
+        transaction that waited inside could keep seeing "no such table" in its caches)."""
+        self._conn.execute("SELECT pg_advisory_lock(%s, %s)", (LOCK_CLASS, _SCHEMA_LOCK))
+        try:
+            yield
+        finally:
+            if not (self._conn.closed or self._conn.broken):
+                self._conn.execute("SELECT pg_advisory_unlock(%s, %s)", (LOCK_CLASS, _SCHEMA_LOCK))
 
     def _inspect(self) -> dict[str, Any] | None:
         """The log's meta rows (with ``has_events``), or None when the database holds no log."""
@@ -253,8 +263,7 @@ class PostgresStore(EventStore):
         """Projection tables of another shape (an older Oloproof): dropped and made again, and
         marked stale so that the command that opened the log rebuilds them from the events."""
         try:
-            with self._conn.transaction():
-                self._conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, _SCHEMA_LOCK))
+            with self._schema_lock(), self._conn.transaction():
                 row = self._conn.execute("SELECT value FROM meta WHERE key = 'projections_version'").fetchone()
                 if row is None or row[0] != PROJECTIONS_VERSION:
                     self._conn.execute("DROP VIEW IF EXISTS verdicts")
@@ -343,7 +352,8 @@ class PostgresStore(EventStore):
                "then was rolled back, everything committed before is kept"
         if self._claims:
             run_id = self._claims[-1]
-            text += f". Finish run {run_id} with 'oloproof run --resume {run_id}' once the server is reachable"
+            text += (f". Finish run {run_id} with 'oloproof run --resume {run_id} --db {self.url}' once the server "
+                     "is reachable")
         return text
 
     def _writable(self) -> None:
@@ -1094,37 +1104,49 @@ SNIPPET_TOKENS = 16  # as the SQLite search asks FTS5's snippet() for
 
 
 def snippet(text: str, terms: Sequence[Phrase], size: int = SNIPPET_TOKENS) -> str:
-    """About ``size`` tokens of ``text`` around its best-matching place, the matched tokens
-    between the search's marks, ``…`` where text was left out (as FTS5's ``snippet()``)."""
+    """About ``size`` tokens of ``text`` around its best-matching place, each matched phrase
+    between the search's marks (one pair for a phrase of several tokens, as FTS5 marks
+    ``ord-009``), ``…`` where text was left out (as FTS5's ``snippet()``)."""
     from oloproof.store.search import MARK_OFF, MARK_ON
 
     spans = [(m.start(), m.end(), fold(m.group())) for m in _TOKEN.finditer(text)]
     if not spans:
         return text[:200]
     words = [w for _, _, w in spans]
-    hit = [False] * len(spans)
+    found: list[tuple[int, int]] = []  # (first, last) token of each phrase matched
     for term in terms:
         n = len(term.words)
         for i in range(len(words) - n + 1):
             if all(words[i + k] == term.words[k] or (term.prefix and k == n - 1 and words[i + k].startswith(
                     term.words[k])) for k in range(n)):
-                for k in range(n):
-                    hit[i + k] = True
-    first = next((i for i, h in enumerate(hit) if h), 0)
-    start = max(0, min(first - 2, len(spans) - size))
-    best = sum(hit[start:start + size])
-    for candidate in (i for i, h in enumerate(hit) if h):  # the window holding the most marks
-        s = max(0, min(candidate - 2, len(spans) - size))
-        got = sum(hit[s:s + size])
+                found.append((i, i + n - 1))
+    merged: list[list[int]] = []
+    for first, last in sorted(found):
+        if merged and first <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], last)
+        else:
+            merged.append([first, last])
+    starts = {a for a, _ in merged}
+    ends = {b for _, b in merged}
+    start = max(0, min(merged[0][0] - 2, len(spans) - size)) if merged else 0
+    best = -1
+    for first, _ in merged:  # the window holding the most matches
+        s = max(0, min(first - 2, len(spans) - size))
+        got = sum(1 for a, _ in merged if s <= a < s + size)
         if got > best:
             start, best = s, got
     end = min(len(spans), start + size)
+    inside = any(a < start <= b for a, b in merged)  # a phrase cut by the window's start
     out = ["…" if start > 0 else ""]
     cursor = spans[start][0] if start > 0 else 0
     for i in range(start, end):
         a, b, _ = spans[i]
         out.append(text[cursor:a])
-        out.append(MARK_ON + text[a:b] + MARK_OFF if hit[i] else text[a:b])
+        if i in starts or (i == start and inside):
+            out.append(MARK_ON)
+        out.append(text[a:b])
+        if i in ends or (i == end - 1 and any(x <= i < y for x, y in merged)):
+            out.append(MARK_OFF)
         cursor = b
     if end < len(spans):
         out.append(text[cursor:spans[end][0]].rstrip() + "…")
