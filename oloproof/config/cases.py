@@ -209,7 +209,73 @@ def expected_tool_names(expected: Any) -> Iterator[tuple[str, str]]:
                 yield f"expected.tool_calls[{i}].tool", c["tool"]
 
 
+#: the ops of ``expected.state_delta`` (SPEC §18.5), read by ``state_delta``
+DELTA_OPS = ("set", "unchanged", "appended", "removed", "length_delta", "increased_by", "decreased_by")
+DELTA_FIELDS = ("path", "op", "value")
+
+
+def state_delta_problem(deltas: Any) -> tuple[str, str] | None:
+    """The first problem of an ``expected.state_delta`` as (field, message), or None: a
+    non-empty list of ``{path, op, value}`` objects, each path parsing, each op one of
+    :data:`DELTA_OPS`, ``value`` present where the op needs one and of its type (``set``: any
+    value; ``unchanged``: none; ``appended``/``removed``: a non-empty list of items;
+    ``length_delta``: a whole number; ``increased_by``/``decreased_by``: a finite number >= 0),
+    and any matcher in a ``set``, ``appended`` or ``removed`` value well formed
+    (:func:`oloproof.config.matchers.check_pattern`)."""
+    import math
+
+    from oloproof.config.matchers import MatcherError, check_pattern
+    from oloproof.config.paths import PathError, parse_path
+
+    if not isinstance(deltas, list) or not deltas:
+        return "expected.state_delta", f"must be a non-empty list of {{path, op, value}} objects, got {quoted(deltas)}"
+    for i, d in enumerate(deltas):
+        field = f"expected.state_delta[{i}]"
+        if not isinstance(d, dict):
+            return field, f"must be an object {{path, op, value}}, got {quoted(d)}"
+        for key in d:
+            if key not in DELTA_FIELDS:
+                return (f"{field}.{key}", f"unknown field{did_you_mean(key, DELTA_FIELDS)} "
+                        f"(a delta has {', '.join(DELTA_FIELDS)})")
+        if "path" not in d:
+            return f"{field}.path", "missing: the state path the delta is about (e.g. accounts.a1.balance)"
+        try:
+            parse_path(d["path"])
+        except PathError as e:
+            return f"{field}.path", str(e)
+        op = d.get("op")
+        if op not in DELTA_OPS:
+            shown = "missing" if "op" not in d else \
+                f"unknown op {quoted(op)}{did_you_mean(op, DELTA_OPS) if isinstance(op, str) else ''}"
+            return f"{field}.op", f"{shown} (one of {', '.join(DELTA_OPS)})"
+        where = f"{field}.value"
+        if op == "unchanged":
+            if "value" in d:
+                return where, "op 'unchanged' takes no value (the path must hold its initial value)"
+            continue
+        if "value" not in d:
+            return where, f"missing: op {op!r} needs a value"
+        value = d["value"]
+        if op in ("appended", "removed") and (not isinstance(value, list) or not value):
+            return where, f"op {op!r} needs a non-empty list of items, got {quoted(value)}"
+        if op == "length_delta" and type(value) is not int:  # a bool is no count
+            return where, f"op 'length_delta' needs a whole number (negative: shorter), got {quoted(value)}"
+        if op in ("increased_by", "decreased_by") and (
+                type(value) not in (int, float) or not math.isfinite(value) or value < 0):
+            return where, f"op {op!r} needs a finite number >= 0, got {quoted(value)}"
+        if op in ("set", "appended", "removed"):
+            try:
+                check_pattern(value, where)  # its items (set: the value) may hold matchers
+            except MatcherError as e:
+                return e.field, e.message
+    return None
+
+
 def _check_expected(case: Any, where: str) -> None:
+    if "state_delta" in case.expected:
+        problem = state_delta_problem(case.expected["state_delta"])
+        if problem is not None:
+            raise CaseFileError(f"{where}: case {quoted(case.id)}: field {quoted(problem[0])}: {problem[1]}")
     if "route" in case.expected:
         route = case.expected["route"]
         if not isinstance(route, list) or not route or not all(isinstance(a, str) and a for a in route):

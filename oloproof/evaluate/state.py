@@ -1,7 +1,8 @@
-"""Environment-state evaluators (SPEC §4.3). Each needs ``records: [environment_state/v1]``.
+"""Environment-state evaluators (SPEC §4.3, §18.5). Each needs ``records: [environment_state/v1]``.
 
 They compare the state the sandbox was left in (the ``environment_state/v1`` snapshot) with
-``expected.state`` or with ``initial_state``, and report every path they compared: initial,
+``expected.state``, with ``initial_state``, or with the changes ``expected.state_delta``
+declares relative to ``initial_state``, and report every path they compared: initial,
 expected and recorded value and the verdict, which the case panel shows. A case whose system
 recorded no state is ``missing`` (``no_state_recorded``), never ``pass``. The state is the
 environment's, not the agent's, so a truncated trace changes nothing here.
@@ -24,6 +25,7 @@ from oloproof.evaluate.base import (
     excluded,
     missing,
 )
+from oloproof.evaluate.matchers import is_matcher, matches, mismatch
 from oloproof.evaluate.paths import (
     ABSENT,
     Path,
@@ -49,6 +51,9 @@ class PathCheck(msgspec.Struct, frozen=True, omit_defaults=True):
     expected: Any = msgspec.UNSET
     recorded: Any = msgspec.UNSET
     note: str | None = None
+    #: the ``state_delta`` op the path was checked with (``appended`` …); None for the other
+    #: state evaluators, whose ``expected`` is the value itself
+    op: str | None = None
 
 
 def _paths(v: list[str]) -> list[str]:
@@ -231,3 +236,277 @@ class StateUnchanged(StateEvaluator):
         if not compared:
             return excluded("path_not_in_initial_state"), checks
         return (PASS if all(c.verdict != "fail" for c in checks) else FAIL), checks
+
+
+#: floats in ``state_delta`` are equal when they differ by at most this share of the largest
+#: magnitude involved (this much, below 1): the rounding of float arithmetic (~1e-16 an
+#: operation), far below a cent on a balance of a billion. Two integers compare exactly.
+DELTA_REL_TOL = 1e-12
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _close(a: float, b: float, *scale: float) -> bool:
+    if type(a) is int and type(b) is int:
+        return a == b
+    return a == b or abs(a - b) <= DELTA_REL_TOL * max(1.0, abs(a), abs(b), *(abs(x) for x in scale))
+
+
+def same(a: Any, b: Any) -> bool:
+    """Deep equality as ``state_delta`` judges it: floats within :data:`DELTA_REL_TOL`
+    (relative), integers exactly, ``True`` is not ``1``, objects with the same keys, lists item by item."""
+    if _is_number(a) and _is_number(b):
+        return _close(a, b)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
+
+
+def item_matches(pattern: Any, item: Any, exact: bool = False) -> bool:
+    """Whether ``item`` matches ``pattern`` as ``state_delta`` reads it: a matcher
+    (``{"$regex": …}``, ``{"$approx": …}``…, :mod:`oloproof.evaluate.matchers`) by its meaning;
+    an object matches an object holding its keys (``exact``: exactly its keys), each value
+    matching in turn; a list matches a list of the same length item by item; anything else
+    is :func:`same`. ``appended``/``removed`` items match as subsets, ``set`` exactly."""
+    if is_matcher(pattern):
+        return matches(pattern, item, exact=exact)
+    if isinstance(pattern, dict):
+        return isinstance(item, dict) and (not exact or pattern.keys() == item.keys()) and \
+            all(k in item and item_matches(v, item[k], exact) for k, v in pattern.items())
+    if isinstance(pattern, list):
+        return isinstance(item, list) and len(pattern) == len(item) and \
+            all(item_matches(p, x, exact) for p, x in zip(pattern, item))
+    return same(pattern, item)
+
+
+def _why(pattern: Any, item: Any) -> str:
+    """Where and why ``item`` does not match ``pattern``, for a note."""
+    found = mismatch(pattern, item)
+    return str(found) if found is not None else "it differs"
+
+
+def _leftovers(old: list[Any], new: list[Any]) -> tuple[list[int], list[int]]:
+    """(indexes of ``old`` items with no equal item in ``new``, indexes of ``new`` items
+    left over), pairing equal items one to one (the same position first, so a list that only
+    grew is paired in one pass)."""
+    used = [False] * len(new)
+    gone = []
+    for i, item in enumerate(old):
+        if i < len(new) and not used[i] and same(item, new[i]):
+            used[i] = True
+            continue
+        for j, candidate in enumerate(new):
+            if not used[j] and same(item, candidate):
+                used[j] = True
+                break
+        else:
+            gone.append(i)
+    return gone, [j for j, u in enumerate(used) if not u]
+
+
+def _assign(patterns: list[Any], items: list[Any]) -> list[int | None]:
+    """For each pattern, the index of the item it is paired with in a maximum one-to-one
+    pairing of patterns with items they match (augmenting paths: a greedy pairing could
+    give an item to a pattern that another needed more), or None."""
+    fits = [[j for j, it in enumerate(items) if item_matches(p, it)] for p in patterns]
+    owner: dict[int, int] = {}  # item -> pattern
+
+    def place(p: int, seen: set[int]) -> bool:
+        for j in fits[p]:
+            if j not in seen:
+                seen.add(j)
+                if j not in owner or place(owner[j], seen):
+                    owner[j] = p
+                    return True
+        return False
+
+    for p in range(len(patterns)):
+        place(p, set())
+    out: list[int | None] = [None] * len(patterns)
+    for j, p in owner.items():
+        out[p] = j
+    return out
+
+
+def _num(x: float, sign: bool = False) -> str:
+    if isinstance(x, float):
+        x = round(x, 9)
+        if x.is_integer():
+            x = int(x)
+    text = repr(x)
+    return f"+{text}" if sign and x > 0 else text
+
+
+def _items(n: int) -> str:
+    return f"{n} item" if n == 1 else f"{n} items"
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    from oloproof.events import canonical_json
+
+    text = canonical_json(value).decode()
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+@evaluator("state_delta")
+class StateDelta(StateEvaluator):
+    """The state changed from ``initial_state`` as ``expected.state_delta`` declares (SPEC §18.5).
+
+    Each delta ``{path, op, value}`` is checked and reported on its own (a :class:`PathCheck`
+    with its ``op``: initial, expected and recorded value, verdict and what was wrong):
+
+    * ``set`` — the value at ``path`` is now ``value``;
+    * ``unchanged`` — it still holds its initial value;
+    * ``appended`` — the list at ``path`` (absent initially: empty) kept every initial item,
+      grew by exactly ``len(value)`` items, and each item of ``value`` matches a distinct new
+      item as a subset (:func:`item_matches`), in any position;
+    * ``removed`` — each item of ``value`` matches (as a subset) a distinct item of the initial
+      list that is gone, and nothing else is gone (an item changed in place is gone);
+    * ``length_delta`` — the length (a list's items, an object's keys; absent initially: 0)
+      now minus initially is ``value``;
+    * ``increased_by`` / ``decreased_by`` — the number at ``path`` changed by exactly
+      ``value`` (floats within :data:`DELTA_REL_TOL` of the largest magnitude: rounding).
+
+    Floats compare within :data:`DELTA_REL_TOL` throughout, integers exactly. No ``expected.state_delta`` →
+    excluded (``no_expected_state_delta``); no recorded state → missing
+    (``no_state_recorded``). A delta whose path is in neither state cannot be judged (a typo
+    cannot pass): its check is ``missing``, and the case is missing (``path_not_found``) unless
+    another delta failed. The state is the environment's, so a truncated trace changes
+    nothing here.
+    """
+
+    def default_criterion(self) -> str:
+        return "state_delta"
+
+    def judge_paths(self, case: CaseView) -> tuple[Verdict, list[PathCheck]]:
+        if "state_delta" not in case.expected:
+            return excluded("no_expected_state_delta"), []
+        if case.state is NO_STATE:
+            return missing("no_state_recorded"), []
+        from oloproof.config.cases import state_delta_problem
+
+        deltas = case.expected["state_delta"]
+        problem = state_delta_problem(deltas)  # a log written before cases were checked for it
+        if problem is not None:
+            return missing("invalid_state_delta"), [PathCheck(self.criterion, problem[0], "missing",
+                                                              note=problem[1])]
+        checks = [self._delta(d, case.initial_state, case.state) for d in deltas]
+        if any(c.verdict == "fail" for c in checks):
+            return FAIL, checks
+        if any(c.verdict == "missing" for c in checks):
+            return missing("path_not_found"), checks
+        return PASS, checks
+
+    def _delta(self, delta: dict[str, Any], initial: Any, state: Any) -> PathCheck:
+        path = parse_path(delta["path"])
+        op, value = delta["op"], delta.get("value", ABSENT)
+        before, after = resolve(initial, path), resolve(state, path)
+        expected = before if op == "unchanged" else value
+        note: str | None
+        if before is ABSENT and after is ABSENT:
+            verdict, note = "missing", "in neither initial_state nor the recorded state"
+        else:
+            problems = getattr(self, "_" + op)(before, after, value)
+            verdict, note = ("fail", "; ".join(problems)) if problems else ("pass", None)
+        return PathCheck(self.criterion, format_path(path), verdict, before, expected, after, note, op)
+
+    # each op: the problems found (empty: the delta holds); both sides are never both absent
+
+    def _set(self, before: Any, after: Any, value: Any) -> list[str]:
+        if after is ABSENT:
+            return ["not in the recorded state"]
+        if item_matches(value, after, exact=True):
+            return []
+        if before is not ABSENT and same(before, after):
+            return ["not changed"]
+        return ["a different value" if not is_matcher(value) else _why(value, after)]
+
+    def _unchanged(self, before: Any, after: Any, value: Any) -> list[str]:
+        if before is ABSENT:
+            return ["not in initial_state, now set"]
+        if after is ABSENT:
+            return ["not in the recorded state (removed)"]
+        return [] if same(before, after) else ["changed"]
+
+    @staticmethod
+    def _lists(before: Any, after: Any, before_absent_is_empty: bool) -> tuple[Any, Any, list[str]]:
+        if before is ABSENT and before_absent_is_empty:
+            before = []
+        if before is ABSENT:
+            return before, after, ["not in initial_state"]
+        if after is ABSENT:
+            return before, after, ["not in the recorded state"]
+        for side, v in (("initial", before), ("recorded", after)):
+            if not isinstance(v, list):
+                return before, after, [f"the {side} value is not a list"]
+        return before, after, []
+
+    def _appended(self, before: Any, after: Any, value: list[Any]) -> list[str]:
+        before, after, problems = self._lists(before, after, True)
+        if problems:
+            return problems
+        gone, fresh = _leftovers(before, after)
+        if gone:
+            problems.append(f"{_items(len(gone))} of the initial list gone (initial [{gone[0]}]: "
+                            f"{_short(before[gone[0]], 60)})")
+        if len(fresh) != len(value):
+            problems.append(f"{_items(len(fresh))} appended, expected {len(value)}")
+        new_items = [after[j] for j in fresh]
+        for k, j in enumerate(_assign(value, new_items)):
+            if j is None:
+                problems.append(f"item {k} of value not found among the new items"
+                                + (f" {_short(new_items)}" if new_items else "")
+                                + (f" ({_why(value[k], new_items[0])})" if len(new_items) == 1 else ""))
+        return problems
+
+    def _removed(self, before: Any, after: Any, value: list[Any]) -> list[str]:
+        before, after, problems = self._lists(before, after, False)
+        if problems:
+            return problems
+        gone, _ = _leftovers(before, after)
+        if len(gone) != len(value):
+            problems.append(f"{_items(len(gone))} gone, expected {len(value)}")
+        gone_items = [before[i] for i in gone]
+        for k, j in enumerate(_assign(value, gone_items)):
+            if j is None:
+                if not any(item_matches(value[k], it) for it in before):
+                    problems.append(f"item {k} of value matches no item of the initial list")
+                else:
+                    problems.append(f"item {k} of value is still there")
+        return problems
+
+    def _length_delta(self, before: Any, after: Any, value: int) -> list[str]:
+        if before is ABSENT:
+            before = []
+        if after is ABSENT:
+            return ["not in the recorded state"]
+        for side, v in (("initial", before), ("recorded", after)):
+            if not isinstance(v, (list, dict)):
+                return [f"the {side} value is not a list or an object"]
+        change = len(after) - len(before)
+        if change == value:
+            return []
+        return [f"length changed by {_num(change, True)} ({len(before)} → {len(after)}), expected {_num(value, True)}"]
+
+    def _increased_by(self, before: Any, after: Any, value: float) -> list[str]:
+        return self._by(before, after, value)
+
+    def _decreased_by(self, before: Any, after: Any, value: float) -> list[str]:
+        return self._by(before, after, -value)
+
+    def _by(self, before: Any, after: Any, want: float) -> list[str]:
+        if before is ABSENT:
+            return ["not in initial_state"]
+        if after is ABSENT:
+            return ["not in the recorded state"]
+        for side, v in (("initial", before), ("recorded", after)):
+            if not _is_number(v):
+                return [f"the {side} value is not a number"]
+        change = after - before
+        if _close(change, want, before, after):
+            return []
+        return [f"changed by {_num(change, True)} ({_num(before)} → {_num(after)}), expected {_num(want, True)}"]

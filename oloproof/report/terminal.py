@@ -411,13 +411,14 @@ def _value(v: Any, width: int = 40) -> str:
 
 def paths_table(paths: Any) -> Grid:
     """The state paths an evaluator compared (:class:`~oloproof.evaluate.state.PathCheck`):
-    initial, expected and recorded value, and the verdict with its note; an absent value
-    shows as ``(absent)``."""
+    initial, expected (after its ``state_delta`` op, if any) and recorded value, and the
+    verdict with its note; an absent value shows as ``(absent)``."""
     t = Grid(("criterion", "key"), ("path", "data"), ("initial", "data"), ("expected", "data"),
              ("recorded", "data"), ("verdict", "text"))
     for p in paths:
         verdict = p.verdict + (f" ({p.note})" if p.note else "")
-        t.add_row(p.criterion, p.path, _value(p.initial), _value(p.expected), _value(p.recorded), verdict)
+        expected = (f"{p.op} " if p.op else "") + _value(p.expected)  # a state_delta op: "appended [...]"
+        t.add_row(p.criterion, p.path, _value(p.initial), expected, _value(p.recorded), verdict)
     return t
 
 

@@ -263,7 +263,8 @@
     if (c.paths && c.paths.length) {
       panel.appendChild(el("h3", { text: "Compared state paths" }));
       panel.appendChild(table(["criterion", "path", "initial", "expected", "recorded", "verdict"], c.paths.map(function (p) {
-        return [td(p.criterion), td(p.path, "path"), tdPre(txt(p.initial)), tdPre(txt(p.expected)), tdPre(txt(p.recorded)),
+        return [td(p.criterion), td(p.path, "path"), tdPre(txt(p.initial)),
+                tdPre((p.op ? p.op + " " : "") + txt(p.expected)), tdPre(txt(p.recorded)),
                 td(p.verdict + (p.note ? " (" + p.note + ")" : ""), p.verdict)];
       })));
     }
