@@ -13,6 +13,7 @@ from oloproof.evaluate import (  # noqa: F401  (each registers itself on import)
     multiagent,
     output,
     prefix,
+    python,
     release,
     state,
     tool_calls,
