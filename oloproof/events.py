@@ -1,6 +1,8 @@
 """The log's vocabulary: tagged, frozen msgspec structs, one per event kind.
 
-Every event is encoded as canonical JSON (msgspec, dict keys sorted). The tag carries the
+Every event is encoded as canonical JSON (msgspec, dict keys sorted) — except the values a
+system recorded (a step's arguments and result, a state), which keep their keys in the order
+the system built them, so that a replay hands them back as they were. The tag carries the
 schema version (``case_started.v1``); an older version gets its own struct and an upcast
 function in :data:`UPCASTERS`, applied on read, so stored logs stay readable.
 
@@ -20,9 +22,16 @@ import msgspec
 
 
 def enc_hook(value: Any) -> Any:
-    """What msgspec cannot encode by itself and a tool may return: a pydantic model is stored
-    as its JSON form (``model_dump(mode="json")``); dataclasses and msgspec structs msgspec
-    encodes natively. Anything else stays a ``TypeError`` (reported naming the step)."""
+    """What msgspec cannot encode by itself and a tool may return: a ``str``, ``int`` or
+    ``float`` subclass is stored as the plain value; a pydantic model as its JSON form
+    (``model_dump(mode="json")``); dataclasses and msgspec structs msgspec encodes natively.
+    Anything else stays a ``TypeError`` (reported naming the step)."""
+    if isinstance(value, str):  # a str subclass (LangChain's TextAccessor, an enum's member): its text,
+        return str.__str__(value)  # by the base type's method, so that an override cannot change it
+    if isinstance(value, int):
+        return int.__index__(value)
+    if isinstance(value, float):
+        return float.__float__(value)
     dump = getattr(value, "model_dump", None)
     if dump is not None and callable(dump) and not isinstance(value, type):
         return dump(mode="json")

@@ -35,6 +35,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.trace import StatusCode
 
 from oloproof.config.otlp import Span, StepMapper, exception_of, named_steps
+from oloproof.recorder.case import ROUTED
 from oloproof.system import _CURRENT
 
 __all__ = ["OloproofSpanProcessor"]
@@ -149,7 +150,12 @@ class OloproofSpanProcessor(SpanProcessor):
     @staticmethod
     def _record(rec: Any, state: _CaseState, top: Span) -> None:
         """Record the steps of ``top`` (an ended span with no open span of the case around it)
-        and of the spans below it, with the importer's mapping."""
+        and of the spans below it, with the importer's mapping — unless a framework integration
+        (``oloproof.integrations``) routed this case's calls through the recorder: it records
+        them itself, and the same calls seen again as spans would be recorded twice."""
+        if rec.has_extra(ROUTED):
+            state.ended.clear()
+            return
         children: dict[str, list[Span]] = {}
         todo = [top]
         while todo:

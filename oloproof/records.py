@@ -439,7 +439,10 @@ _NON_FINITE_MSGPACK = re.compile(rb"\xcb[\x7f\xff][\xf0-\xff]")  # a float64 wit
 _QUOTED = re.compile(rb'"[^"]*"')
 _ONE_BRACKET = bytes.maketrans(b"{}", b"[]")
 _NOT_STRUCTURE = bytes(sorted(set(range(256)) - set(b'[]{}"')))
-_encode = msgspec.json.Encoder(order="sorted", enc_hook=enc_hook).encode  # the log's encoder (oloproof.events)
+# A recorded value keeps its keys in the order the agent built them (not sorted, as canonical
+# JSON is): the tape hands it back exactly so, and a framework that shows a tool's dict to its
+# model as text (str(), json.dumps) sees the same text in a replay as in the recording
+_encode = msgspec.json.Encoder(enc_hook=enc_hook).encode
 _SHALLOW = 2 * MAX_RECORDED_NESTING + 1  # a JSON text this short cannot nest deeper
 _msgpack = msgspec.msgpack.Encoder(enc_hook=enc_hook).encode
 

@@ -171,3 +171,73 @@ def test_the_codec_hooks_are_checked_and_their_errors_name_the_tool():
         tool(kind="model", decode=lambda d: d)(lambda prompt: prompt)
     with pytest.raises(RecordError, match=r"encode=\.\.\.\) must be a function"):
         tool(kind="model", encode="json")(lambda prompt: prompt)
+
+
+ORDER_APP = '''\
+from oloproof import Stateful, current_case, system, tool
+
+SEEN = []
+
+
+@system(name="order", version="1", records=("agent_trajectory/v1", "environment_state/v1"))
+class Desk(Stateful):
+    def reset(self, state):
+        self.state = state
+
+    def snapshot(self):
+        return self.state
+
+    @tool
+    def lookup(self, order_id):
+        return {"status": self.state["orders"][order_id]["status"], "amount": 12.5, "id": order_id}
+
+    @tool
+    def refund(self, order_id):
+        self.state["orders"][order_id]["status"] = "refunded"
+        return {"status": "refunded"}
+
+    @tool
+    def outer(self, order_id):  # a tool that calls a tool: no checkpoint inside it
+        return self.lookup(order_id)
+
+    @tool(kind="model")
+    def think(self, prompt):  # the model reads tool results as text, as every real one does
+        SEEN.append(prompt)
+        return "refund" if "delivered" in prompt else "stop"
+
+    def __call__(self, case):
+        found = self.outer("o1")
+        if self.think(prompt=str(found) + " " + str(self.state)) == "refund":
+            result = self.refund("o1")
+            if "error" in result:
+                current_case().finish("failure")
+                return {"answer": "no"}
+        current_case().finish("success")
+        return {"answer": "done"}
+'''
+
+
+def test_recorded_values_keep_their_key_order_so_text_built_from_them_replays_the_same(cli, tmp_path):
+    """The tape hands a tool's dict back with its keys in the order the tool built them, and a
+    replay's sandbox is reset to the checkpoint's state in the order the sandbox held it: a
+    model that reads ``str(result)`` and the state sees the same text in the control replay."""
+    write(tmp_path / "app.py", ORDER_APP)
+    write(tmp_path / "oloproof.yaml", CONFIG.replace("app:Desk", "app:Desk").replace("name: desk", "name: order")
+          .replace("agent_route", "agent_tool_called, tool_name: refund"))
+    write(tmp_path / "cases.jsonl", json.dumps({
+        "id": "c1", "input": {}, "initial_state": {"orders": {"o1": {"status": "delivered", "amount": 12.5}}},
+        "expected": {}}) + "\n")
+    r = cli("run", "--json", "r.json", cwd=tmp_path)
+    assert r.exit_code == 0, r.output
+    [case] = json.loads((tmp_path / "r.json").read_text())["cases"]
+    assert case["verdicts"]["recovers_from_error_at_refund"] == {"verdict": "fail", "reason": "ended_in_failure"}
+    steps = steps_of(tmp_path)
+    assert list(steps[3]["result"]) == ["status", "amount", "id"]  # lookup's result, as built
+    # checkpoints: before outer (step 1) and before refund, none inside outer (at lookup, step 2)
+    import sqlite3
+
+    conn = sqlite3.connect(tmp_path / ".oloproof" / "log.db")
+    at = [json.loads(p)["step_index"] for (p,) in conn.execute(
+        "SELECT payload FROM events WHERE type = 'checkpoint.v1' AND stream NOT LIKE 'replay/%' ORDER BY pos")]
+    conn.close()
+    assert at == [1, 6], at

@@ -506,3 +506,35 @@ def test_the_codec_round_trips_a_response_with_tool_calls_and_text():
     for r in responses:
         back = decode_response(json.loads(json.dumps(encode_response(r))))
         assert back == dataclasses.replace(r, timestamp=back.timestamp, run_id=None, conversation_id=None)
+
+
+def test_an_agent_both_instrumented_and_traced_is_recorded_once():
+    """A process that also traces Pydantic AI into Oloproof's span processor (an example app
+    left ``Agent.instrument_all`` on, say): the integration records the case's calls, and the
+    processor leaves that case alone instead of recording every call a second time."""
+    pytest.importorskip("opentelemetry.sdk.trace")
+    from opentelemetry.sdk.trace import TracerProvider
+    from pydantic_ai import InstrumentationSettings
+
+    from oloproof.otel import OloproofSpanProcessor
+    from oloproof.recorder.case import CaseRecorder
+    from oloproof.records import Case
+    from oloproof.system import _CURRENT
+
+    provider = TracerProvider()
+    provider.add_span_processor(OloproofSpanProcessor())
+    Agent.instrument_all(InstrumentationSettings(tracer_provider=provider))
+    try:
+        agent = instrument(make_agent())
+        rec = CaseRecorder(Case("c1", {}))
+        token = _CURRENT.set(rec)
+        try:
+            agent.run_sync("refund o1")
+        finally:
+            _CURRENT.reset(token)
+        steps = [e for e in rec.trajectory_events() if type(e).__name__ == "StepRecorded"]
+        calls = [s.tool_name for s in steps if s.kind == "tool_call"]
+        assert calls and len(calls) == len(set(calls)), calls  # each call once
+        assert {s.agent for s in steps} == {"calc"}
+    finally:
+        Agent.instrument_all(False)

@@ -31,9 +31,15 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from oloproof.recorder.case import ROUTED
 from oloproof.system import _AGENT, _CURRENT, ToolCodec
 
 __all__ = ["ToolCodec", "aroute", "declare", "route", "switch_to"]
+
+
+
+def _true() -> bool:
+    return True
 
 def switch_to(agent: str | None) -> None:
     """``agent`` takes control in the case in progress: a ``handoff`` step from the agent that
@@ -55,6 +61,7 @@ def route(name: str, fn: Callable[..., Any], args: tuple = (), kwargs: dict[str,
     rec = _CURRENT.get()
     if rec is None:
         return fn(*args, **kwargs)
+    rec.extra(ROUTED, _true)  # the span processor then leaves this case to the integration
     switch_to(agent)
     token = _AGENT.set(agent) if agent is not None else None
     try:
@@ -72,6 +79,7 @@ async def aroute(name: str, fn: Callable[..., Awaitable[Any]], args: tuple = (),
     rec = _CURRENT.get()
     if rec is None:
         return await fn(*args, **kwargs)
+    rec.extra(ROUTED, _true)
     switch_to(agent)
     token = _AGENT.set(agent) if agent is not None else None
     try:

@@ -10,7 +10,7 @@ What is routed, and how (docs/frameworks/langgraph.md says it at more length):
   call's arguments as the model gave them (the tool's ``tool_call_schema`` fields: never the
   ``tool_call_id``, the injected state, store, runtime or config), the tool's own return
   value as its result. LangChain then wraps whatever comes back — the tool's value in its
-  recorded form (JSON, keys sorted: what the tape gives back), the tape's, a fault's — in the
+  recorded form (its JSON form, keys in their order: what the tape gives back), the tape's, a fault's — in the
   ``ToolMessage`` the model sees, as it always does.
 * **Handoffs**: a tool that returns ``Command`` (annotated ``-> Command``, or carrying
   langgraph-supervisor's ``__handoff_destination`` metadata, as ``transfer_to_billing`` does)
@@ -306,11 +306,12 @@ def _route_tool(tool: Any) -> bool:
 
 
 def _as_recorded(value: Any) -> Any:
-    """A tool's value as it is recorded, and as a replay's tape gives it back: JSON, its keys
-    sorted. LangChain writes it into the ``ToolMessage`` the model reads (``json.dumps`` of a
-    dict keeps its key order), so the tool hands LangChain this form in the recording too —
-    or the model's next request would differ between the recording and its control replay.
-    A value that cannot be recorded is left as it is (the recorder reports it)."""
+    """A tool's value as it is recorded, and as a replay's tape gives it back: its JSON form
+    (a pydantic model's fields, a dataclass's), keys in their order. LangChain writes it into
+    the ``ToolMessage`` the model reads (``json.dumps`` of a dict keeps its key order), so the
+    tool hands LangChain this form in the recording too — or the model's next request would
+    differ between the recording and its control replay. A value that cannot be recorded is
+    left as it is (the recorder reports it)."""
     if value is None or isinstance(value, (str, int, float, bool)) and type(value) in (str, int, float, bool):
         return value
 

@@ -303,7 +303,7 @@ def _arguments(raw: Any) -> dict[str, Any]:
 
 
 def _as_recorded(value: Any) -> Any:
-    """A tool's result as the tape holds it (its JSON form, keys sorted): the value the SDK gets
+    """A tool's result as the tape holds it (its JSON form, keys in their order): the value the SDK gets
     live, from the tape and from a fault alike, so that the text it shows the model — ``str()``
     of a dict — is the same in the recording and in its replays."""
     if value is None or isinstance(value, (str, bool, int, float)):

@@ -86,8 +86,6 @@ class _Run:
 
 #: the routed run that encloses the code that runs now (None: no routed run)
 _RUN: ContextVar[_Run | None] = ContextVar("oloproof_pydantic_ai_run", default=None)
-#: a routed tool call is in progress (what runs now runs inside it)
-_IN_CALL: ContextVar[bool] = ContextVar("oloproof_pydantic_ai_in_call", default=False)
 
 #: message fields that differ between two runs of a deterministic agent
 _VOLATILE = ("timestamp", "run_id", "conversation_id", "provider_response_id")
@@ -219,16 +217,8 @@ class _RoutedToolset(WrapperToolset[Any]):
         rec = _CURRENT.get()
         if rec is None:
             return await call(name, tool_args, ctx, tool)
-        # A call made inside another routed call (a delegate agent's tool, run by a tool of the
-        # agent that delegated) gets no automatic checkpoint: a replay resuming there would
-        # answer the enclosing call from the tape whole, the inner call included, so the fault
-        # could never be applied. Resuming before the enclosing call re-runs it live instead.
-        # (The recorder does the same for concurrent tasks; see the report of issue 25 for
-        # the change that makes this the recorder's own rule and this workaround unnecessary.)
-        quiet = _IN_CALL.get() and getattr(rec, "_auto_checkpoints", False)
-        if quiet:
-            rec._auto_checkpoints = False
-        token = _IN_CALL.set(True)
+        # (a call made inside another routed call — a delegate agent's tool — gets no automatic
+        # checkpoint: the recorder's rule, since the tape answers the enclosing call whole)
         try:
             return await aroute(name, call, (name, tool_args, ctx, tool), arguments=_jsonable(tool_args),
                                 agent=agent_name(self.agent))
@@ -241,10 +231,6 @@ class _RoutedToolset(WrapperToolset[Any]):
             if kind == "ToolFailed":
                 raise ToolFailed(message) from None
             raise
-        finally:
-            _IN_CALL.reset(token)
-            if quiet:
-                rec._auto_checkpoints = True
 
 
 def _request(run: _Run | None, messages: list[ModelMessage]) -> dict[str, Any]:

@@ -65,7 +65,12 @@ from oloproof.system import _AGENT, _BRANCH, _CURRENT, RUNS_THE_TOOL, ToolCodec,
 if TYPE_CHECKING:
     import asyncio
 
-__all__ = ["Branch", "CaseRecorder", "current_case", "install_task_factory"]
+__all__ = ["ROUTED", "Branch", "CaseRecorder", "current_case", "install_task_factory"]
+
+#: the state key a framework integration's routed call sets on its case
+#: (:func:`oloproof.integrations.route`): the OpenTelemetry span processor (oloproof.otel),
+#: registered too, leaves such a case to the integration rather than record its calls twice
+ROUTED = "oloproof.integrations.routed"
 
 _Raw = msgspec.Raw
 _replace = msgspec.structs.replace
@@ -419,6 +424,10 @@ class CaseRecorder:
         """The :class:`~oloproof.events.UsageRecorded` events reported so far, in order (a copy)."""
         return list(self._usage)
 
+    def has_extra(self, key: str) -> bool:
+        """Whether an integration set its state ``key`` for this case (:meth:`extra`)."""
+        return key in self._extras
+
     def extra(self, key: str, make: Callable[[], Any]) -> Any:
         """This case's state for an integration (``make()`` on first use)."""
         value = self._extras.get(key)
@@ -586,7 +595,9 @@ class CaseRecorder:
             return entry, _BRANCH.set(Branch(entry + (1,), in_call=True))
         if kind != "model":
             steps = self._steps
-            if self._auto_checkpoints and self._snapshot is not None:  # auto checkpoints imply a snapshot
+            # not inside another call: the tape answers a call whole (what its tool called with
+            # it), so a replay can never resume from a point inside one
+            if self._auto_checkpoints and self._snapshot is not None and not self._depth:
                 self._checkpoints.append((len(steps) + 1, _frozen(self._snapshot()), None))
             steps.append(StepRecorded(len(steps) + 1, "tool_call", name, _frozen(arguments), agent=self._agent()))
         self._depth += 1
