@@ -35,6 +35,7 @@ import hashlib
 import os
 import re
 import socket
+import time
 import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -98,8 +99,22 @@ _SCHEMA = (
     'case_id TEXT COLLATE "C", step INTEGER, kind TEXT, tool_name TEXT COLLATE "C", replay TEXT, text TEXT, '
     "tsv TSVECTOR NOT NULL)",
     "CREATE INDEX IF NOT EXISTS search_steps_tsv ON search_steps USING GIN (tsv)",
-    "CREATE INDEX IF NOT EXISTS search_steps_run ON search_steps (run_id)",
+    # streams whose searchable events are not indexed yet: written in the transaction of the
+    # events, taken off (FOR UPDATE SKIP LOCKED) by whoever indexes them
+    'CREATE TABLE IF NOT EXISTS search_pending (stream TEXT COLLATE "C" PRIMARY KEY)',
 )
+
+#: search rows of events, from unnest() arrays joined to the events' positions
+_SEARCH_INSERT = (
+    "INSERT INTO search_steps (pos, run_id, case_id, step, kind, tool_name, replay, text, tsv) "
+    "SELECT e.pos, s.run_id, s.case_id, s.step, s.kind, s.tool_name, s.replay, s.text, s.tsv::tsvector "
+    "FROM unnest(%b::text[], %b::int[], %b::text[], %b::text[], %b::int[], %b::text[], %b::text[], %b::text[], "
+    "%b::text[], %b::text[]) AS s(stream, seq, run_id, case_id, step, kind, tool_name, replay, text, tsv) "
+    "JOIN events AS e ON e.stream = s.stream AND e.seq = s.seq ON CONFLICT (pos) DO NOTHING"
+)
+#: events a writer keeps in memory to index (at the end of its run, at close) before it
+#: indexes them at once: a bound on that memory (a long import)
+_BUFFERED = 20_000
 
 #: projection columns that hold integers (every other one is text)
 _INTEGER = {"case_count", "position", "steps"}
@@ -158,6 +173,11 @@ class PostgresStore(EventStore):
         self._outer = False  # inside transaction()
         self._claims: list[str] = []  # the runs this store holds (claim_run), for the lost-connection hint
         self._replays: dict[str, tuple[str, str] | None] = {}  # replay stream -> (run, case) it replays
+        #: searchable events this store committed and has not indexed yet: stream -> [(seq, type,
+        #: payload)] (``_held``: those of the open transaction(), kept only if it commits)
+        self._unindexed: dict[str, list[tuple[int, str, bytes]]] = {}
+        self._held: dict[str, list[tuple[int, str, bytes]]] = {}
+        self._count = 0
         if durability not in DURABILITY:
             raise StoreError(f"durability must be one of {', '.join(DURABILITY)}, got {durability!r}")
         pg = _pg()
@@ -368,11 +388,30 @@ class PostgresStore(EventStore):
         self._writable()
         if self._outer:  # part of transaction(): its owner commits or rolls back
             with self._translated("cannot write the log ({}); the transaction rolled back"):
-                self._write(appends, rows)
+                statements, searched = self._statements(appends, rows)
+                for sql, params in statements:
+                    self._conn.execute(sql, params)
+            self._remember(self._held, searched)
             return
         with self._translated("cannot write the log ({}); the batch rolled back, nothing of it was written"):
-            with self._conn.transaction():
-                self._write(appends, rows)
+            statements, searched = self._statements(appends, rows)
+            if len(statements) == 1:  # a case's commit: its events (and its stream pending), one statement
+                self._conn.execute(*statements[0])  # (autocommit: one statement is one transaction)
+            elif statements:
+                # one round trip for the whole transaction: BEGIN, the statements, COMMIT
+                with self._conn.pipeline(), self._conn.transaction():
+                    for sql, params in statements:
+                        self._conn.execute(sql, params)
+        self._remember(self._unindexed, searched)
+
+    def _remember(self, into: dict[str, list[tuple[int, str, bytes]]],
+                  searched: list[tuple[str, int, str, bytes]]) -> None:
+        for stream, seq, type_, payload in searched:
+            into.setdefault(stream, []).append((seq, type_, payload))
+        self._count += len(searched)
+        if self._count > _BUFFERED:  # a long import: index what is held so far (a cache: never fatal)
+            with suppress(StoreError):
+                self.index_search()
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -380,20 +419,32 @@ class PostgresStore(EventStore):
         if self._outer:
             raise StoreError(f"{self.url}: a transaction is already open")
         with self._translated("cannot write the log ({}); the transaction rolled back, nothing of it was written"):
-            with self._conn.transaction():
-                self._outer = True
-                try:
-                    yield
-                finally:
-                    self._outer = False
+            try:
+                with self._conn.transaction():
+                    self._outer = True
+                    try:
+                        yield
+                    finally:
+                        self._outer = False
+            except BaseException:
+                self._held.clear()  # rolled back: those events are not in the log
+                raise
+            for stream, events in self._held.items():
+                self._unindexed.setdefault(stream, []).extend(events)
+            self._held.clear()
 
-    def _write(self, appends: Sequence[StreamAppend], rows: Rows | None) -> None:
-        conn = self._conn
+    def _statements(self, appends: Sequence[StreamAppend],
+                    rows: Rows | None) -> tuple[list[tuple[str, Sequence[Any]]], list[tuple[str, int, str, bytes]]]:
+        """What one commit executes — the events of every append in one statement (which also
+        marks their streams ``search_pending``), then the projection upserts — and its
+        searchable events. Streams that continue are checked against their heads first (a gap
+        or a taken sequence is a :class:`DuplicateEventError`; two writers racing for one
+        sequence meet the unique key)."""
         key = self.key
         continued = sorted({ap.stream for ap in appends if ap.start > 0})
         heads: dict[str, tuple[int, str]] = {}
         if continued:
-            heads = {s: (n, d) for s, n, d in conn.execute(
+            heads = {s: (n, d) for s, n, d in self._conn.execute(
                 "SELECT DISTINCT ON (stream) stream, seq, digest FROM events WHERE stream = ANY(%s) "
                 "ORDER BY stream, seq DESC", (continued,))}
         streams: list[str] = []
@@ -425,30 +476,38 @@ class PostgresStore(EventStore):
             types.extend(ap.types)
             payloads.extend(bytes(p) for p in ap.payloads)
             digests.extend(ds)
+        out: list[tuple[str, Sequence[Any]]] = []
+        searched = [(s, q, t, p) for s, q, t, p in zip(streams, seqs, types, payloads) if t in SEARCHED_TYPES]
         if streams:  # every stream of the batch in one statement
-            conn.execute("INSERT INTO events (stream, seq, type, payload, digest) SELECT * FROM "
-                         "unnest(%s::text[], %s::int[], %s::text[], %s::bytea[], %s::text[])",
-                         (streams, seqs, types, payloads, digests))
-            self._index(streams, seqs, types, payloads)
+            insert = ("INSERT INTO events (stream, seq, type, payload, digest) SELECT * FROM "
+                      "unnest(%b::text[], %b::int[], %b::text[], %b::bytea[], %b::text[])")
+            pending = sorted({s for s, _, _, _ in searched})
+            if not pending:
+                out.append((insert, (streams, seqs, types, payloads, digests)))
+            else:  # indexed later, in one go (index_search): the search rows cost a tenth there
+                out.append((f"WITH ev AS ({insert}) INSERT INTO search_pending (stream) SELECT unnest(%b::text[]) "
+                            "ON CONFLICT DO NOTHING", (streams, seqs, types, payloads, digests, pending)))
         for table, table_rows in (rows or {}).items():
-            self._upsert(table, table_rows)
+            out.extend(self._upserts(table, table_rows))
+        return out, searched
 
-    def _upsert(self, table: str, table_rows: Sequence[tuple]) -> None:
-        """Insert ``table_rows``, a row with an existing key replacing it (SQLite's INSERT OR
+    def _upserts(self, table: str, table_rows: Sequence[tuple]) -> list[tuple[str, Sequence[Any]]]:
+        """Inserts of ``table_rows``, a row with an existing key replacing it (SQLite's INSERT OR
         REPLACE): within one call the last row of a key wins."""
         cols, key = PROJECTIONS[table]
         index = [cols.index(k) for k in key]
         last = {tuple(row[i] for i in index): tuple(row) for row in table_rows}
         if not last:
-            return
+            return []
         update = ", ".join(f"{c} = EXCLUDED.{c}" for c in cols if c not in key)
         values = list(last.values())
         one = "(" + ", ".join(["%s"] * len(cols)) + ")"
+        out: list[tuple[str, Sequence[Any]]] = []
         for start in range(0, len(values), _ROWS_PER_STATEMENT):
             chunk = values[start:start + _ROWS_PER_STATEMENT]
-            sql = (f"INSERT INTO {table} ({', '.join(cols)}) VALUES {', '.join([one] * len(chunk))} "
-                   f"ON CONFLICT ({', '.join(key)}) DO UPDATE SET {update}")
-            self._conn.execute(sql, [v for row in chunk for v in row])
+            out.append((f"INSERT INTO {table} ({', '.join(cols)}) VALUES {', '.join([one] * len(chunk))} "
+                        f"ON CONFLICT ({', '.join(key)}) DO UPDATE SET {update}", [v for row in chunk for v in row]))
+        return out
 
     @contextmanager
     def claim_run(self, run_id: str, doing: str) -> Iterator[None]:
@@ -459,7 +518,11 @@ class PostgresStore(EventStore):
         (its pid and host, read from the holder's ``application_name``)."""
         pair = (LOCK_CLASS, _run_key(run_id))
         with self._translated("cannot hold run " + repr(run_id) + " ({})"):
-            got = self._conn.execute("SELECT pg_try_advisory_lock(%s, %s)", pair).fetchone()
+            for _ in range(20):  # a holder killed a moment ago: its backend lets go once it has ended
+                got = self._conn.execute("SELECT pg_try_advisory_lock(%s, %s)", pair).fetchone()
+                if got == (True,):
+                    break
+                time.sleep(0.05)
             if got != (True,):
                 holder = self._holder(pair)
                 raise RunBusyError(f"run {run_id!r} is being {holder[0] or 'written'} by another process"
@@ -594,7 +657,8 @@ class PostgresStore(EventStore):
                     self._conn.execute(f"DELETE FROM {name}")
                 for rows in batches:
                     for table, table_rows in rows.items():
-                        self._upsert(table, table_rows)
+                        for sql, params in self._upserts(table, table_rows):
+                            self._conn.execute(sql, params)
 
     def delete_projection_rows(self, table: str, **where: object) -> None:
         self._writable()
@@ -617,8 +681,10 @@ class PostgresStore(EventStore):
 
     # ---- the search projection --------------------------------------------------------
 
-    def _index(self, streams: list[str], seqs: list[int], types: list[str], payloads: list[bytes]) -> int:
-        """Search rows of the searchable events just inserted, in the same transaction."""
+    def _search_arrays(self, streams: list[str], seqs: list[int], types: list[str],
+                       payloads: list[bytes]) -> list[list[Any]] | None:
+        """The search rows of events (parameters of :data:`_SEARCH_INSERT`), None when none
+        of them is searchable."""
         out: list[list[Any]] = [[] for _ in range(9)]
         firsts = {s: p for s, q, p in zip(streams, seqs, payloads) if q == 0 and s.startswith("replay/")}
         for stream, seq, type_, payload in zip(streams, seqs, types, payloads):
@@ -630,14 +696,9 @@ class PostgresStore(EventStore):
             for column, value in zip(out, (stream, seq, *row)):
                 column.append(value)
         if not out[0]:
-            return 0
-        self._conn.execute(
-            "INSERT INTO search_steps (pos, run_id, case_id, step, kind, tool_name, replay, text, tsv) "
-            "SELECT e.pos, s.run_id, s.case_id, s.step, s.kind, s.tool_name, s.replay, s.text, s.tsv::tsvector "
-            "FROM unnest(%s::text[], %s::int[], %s::text[], %s::text[], %s::int[], %s::text[], %s::text[], "
-            "%s::text[], %s::text[], %s::text[]) AS s(stream, seq, run_id, case_id, step, kind, tool_name, replay, "
-            "text, tsv) JOIN events AS e ON e.stream = s.stream AND e.seq = s.seq", (*out, _vectors(out[8])))
-        return len(out[0])
+            return None
+        out.append([tsvector(text) for text in out[8]])
+        return out
 
     def _search_row(self, stream: str, type_: str, payload: bytes,
                     firsts: dict[str, bytes]) -> tuple[str, str, int | None, str, str | None, str | None, str] | None:
@@ -668,9 +729,55 @@ class PostgresStore(EventStore):
         return run_id, case_id, step, kind, tool_name, replay, _text(text)
 
     def index_search(self) -> int:
-        """Nothing to catch up: every commit indexes its own events in its transaction."""
+        """Index every stream marked ``search_pending``: the ones this store wrote from what it
+        holds in memory, any other (a writer killed before it indexed its own) read from the
+        log; returns how many rows it added. Each pending stream is taken by one indexer
+        (``FOR UPDATE SKIP LOCKED``), so writers catching up at once neither wait nor
+        index twice."""
         self._writable()
-        return 0
+        if self._outer:
+            with self._translated("cannot update the search index ({}); nothing of it was written"):
+                return self._catch_up()
+        with self._translated("cannot update the search index ({}); nothing of it was written; the next writer "
+                              "catches up"):
+            with self._conn.transaction():
+                added = self._catch_up()
+        return added
+
+    def _catch_up(self) -> int:
+        conn = self._conn
+        claimed = [r[0] for r in conn.execute(
+            "DELETE FROM search_pending WHERE stream IN (SELECT stream FROM search_pending ORDER BY stream "
+            "FOR UPDATE SKIP LOCKED) RETURNING stream")]
+        held = {stream: list(events) for stream, events in self._unindexed.items()}
+        if self._outer:
+            for stream, events in self._held.items():
+                held.setdefault(stream, []).extend(events)
+        mine = [(s, q, t, p) for s in claimed if s in held for q, t, p in held[s]]
+        others = [s for s in claimed if s not in held]
+        added = self._insert_search(mine)
+        for start in range(0, len(others), 1000):
+            rows = conn.execute("SELECT stream, seq, type, payload FROM events WHERE stream = ANY(%s) "
+                                "AND type = ANY(%s) ORDER BY pos", (others[start:start + 1000],
+                                                                    list(SEARCHED_TYPES))).fetchall()
+            added += self._insert_search([(r[0], r[1], r[2], bytes(r[3])) for r in rows])
+        # what is not claimed was indexed by another writer meanwhile
+        self._unindexed.clear()
+        if self._outer:
+            self._held.clear()
+        self._count = 0
+        return added
+
+    def _insert_search(self, events: list[tuple[str, int, str, bytes]]) -> int:
+        added = 0
+        for start in range(0, len(events), _CHUNK):
+            chunk = events[start:start + _CHUNK]
+            found = self._search_arrays([e[0] for e in chunk], [e[1] for e in chunk], [e[2] for e in chunk],
+                                        [e[3] for e in chunk])
+            if found is not None:
+                self._conn.execute(_SEARCH_INSERT, found)
+                added += len(found[0])
+        return added
 
     def rebuild_search(self) -> int:
         """Drop every search row and index every event again, in one transaction."""
@@ -679,6 +786,7 @@ class PostgresStore(EventStore):
         with self._translated("cannot rebuild the search index ({}); the previous one is kept"):
             with self._conn.transaction():
                 self._conn.execute("DELETE FROM search_steps")
+                self._conn.execute("DELETE FROM search_pending")
                 self._replays.clear()
                 after = 0
                 while True:
@@ -687,9 +795,10 @@ class PostgresStore(EventStore):
                         f"ORDER BY pos LIMIT {_CHUNK}", (after, list(SEARCHED_TYPES))).fetchall()
                     if not rows:
                         break
-                    added += self._index([r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows],
-                                         [bytes(r[4]) for r in rows])
+                    added += self._insert_search([(r[1], r[2], r[3], bytes(r[4])) for r in rows])
                     after = rows[-1][0]
+        self._unindexed.clear()
+        self._count = 0
         return added
 
     def search_steps(self, query: str, where: SearchFilter, limit: int) -> list[dict]:
@@ -740,10 +849,17 @@ class PostgresStore(EventStore):
         return sorted(r[0] for r in self._all(sql))
 
     def search_lag(self) -> int:
-        """Always 0: the index is written with the events."""
-        return 0
+        """Searchable events of the streams still pending (written, not indexed yet)."""
+        return self._all("SELECT count(*) FROM events AS e WHERE e.stream IN (SELECT stream FROM search_pending) "
+                         "AND e.type = ANY(%s) AND NOT EXISTS (SELECT 1 FROM search_steps AS s WHERE s.pos = e.pos)",
+                         (list(SEARCHED_TYPES),))[0][0]
 
     def close(self) -> None:
+        if self._unindexed and not self._outer and not self.readonly and not self._conn.broken:
+            # what this connection wrote becomes searchable; the index is a cache, so a failure
+            # here loses nothing: the streams stay pending for the next writer
+            with suppress(Exception):
+                self.index_search()
         with suppress(Exception):
             self._conn.close()
 
@@ -823,11 +939,32 @@ def _quote(lexeme: str) -> str:
     return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
+_ASCII_TOKEN = re.compile(r"[a-z0-9]+")
+
+
 def tsvector(text: str) -> str:
     """``text`` as a tsvector literal: each folded token with its positions (1-based)."""
+    words = _ASCII_TOKEN.findall(text.lower()) if text.isascii() else tokens(text)
+    if len(text) > _MAX_LEXEME // 4 and (len(words) > _MAX_POSITION or len(text) > _MAX_VECTOR // 4
+                                         or max(map(len, words), default=0) * 4 > _MAX_LEXEME):
+        return _bounded_tsvector(words)
+    positions: dict[str, list[int]] = {}
+    for n, lexeme in enumerate(words, start=1):
+        seen = positions.get(lexeme)
+        if seen is None:
+            positions[lexeme] = [n]
+        elif len(seen) < 256:  # PostgreSQL keeps 256 positions a word
+            seen.append(n)
+    if text.isascii():  # letters and digits only: nothing to quote
+        return " ".join(f"{w}:{','.join(map(str, p))}" for w, p in positions.items())
+    return " ".join(f"{_quote(w)}:{','.join(map(str, p))}" for w, p in positions.items())
+
+
+def _bounded_tsvector(words: list[str]) -> str:
+    """:func:`tsvector` of a very long text, within PostgreSQL's limits (see the module's docs)."""
     positions: dict[str, list[int]] = {}
     size = 0
-    for n, lexeme in enumerate(tokens(text), start=1):
+    for n, lexeme in enumerate(words, start=1):
         if len(lexeme.encode()) > _MAX_LEXEME:
             continue
         seen = positions.get(lexeme)
@@ -836,13 +973,9 @@ def tsvector(text: str) -> str:
             if size > _MAX_VECTOR:
                 break
             positions[lexeme] = [min(n, _MAX_POSITION)]
-        elif len(seen) < 256 and seen[-1] < _MAX_POSITION:  # PostgreSQL keeps 256 positions a word
+        elif len(seen) < 256 and seen[-1] < _MAX_POSITION:
             seen.append(min(n, _MAX_POSITION))
     return " ".join(f"{_quote(w)}:{','.join(map(str, p))}" for w, p in positions.items())
-
-
-def _vectors(texts: list[str]) -> list[str]:
-    return [tsvector(t) for t in texts]
 
 
 @dataclass(frozen=True)
