@@ -457,6 +457,8 @@ def json_nests_deeper(data: bytes, limit: int) -> bool:
     count as shallow: the decoder reports them."""
     if len(data) < 2 * limit + 2:
         return False
+    if data.count(b"[") + data.count(b"{") <= limit:  # no more openings than levels (strings' included)
+        return False
     if b"\\" in data:  # escaped quotes and backslashes are not string ends
         data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
     s = data.translate(None, _NOT_STRUCTURE)
