@@ -43,6 +43,8 @@ from dataclasses import dataclass
 from itertools import repeat
 from typing import TYPE_CHECKING, Any, cast
 
+import msgspec
+
 from oloproof.errors import CorruptLogError, DuplicateEventError, RunBusyError, StoreError
 from oloproof.events import HMAC_SHA256, SEARCHED_TYPES, SHA256, replayed_stream, scheme_of, search_fields
 from oloproof.store.base import (
@@ -96,7 +98,7 @@ _SCHEMA = (
     "EXECUTE FUNCTION oloproof_append_only()",
     # the search projection: one row per step (or error) event, keyed by the event's position
     'CREATE TABLE IF NOT EXISTS search_steps (pos BIGINT PRIMARY KEY, run_id TEXT COLLATE "C", '
-    'case_id TEXT COLLATE "C", step INTEGER, kind TEXT, tool_name TEXT COLLATE "C", replay TEXT, text TEXT, '
+    'case_id TEXT COLLATE "C", step INTEGER, kind TEXT, tool_name TEXT COLLATE "C", replay TEXT, '
     "tsv TSVECTOR NOT NULL)",
     "CREATE INDEX IF NOT EXISTS search_steps_tsv ON search_steps USING GIN (tsv)",
     # streams whose searchable events are not indexed yet: written in the transaction of the
@@ -104,13 +106,14 @@ _SCHEMA = (
     'CREATE TABLE IF NOT EXISTS search_pending (stream TEXT COLLATE "C" PRIMARY KEY)',
 )
 
-#: search rows of events, from unnest() arrays joined to the events' positions
+#: search rows of events, sent as one JSON array (msgspec writes it in C; psycopg would dump
+#: ten arrays in Python), joined to the events' positions; the step's text is not stored:
+#: a hit's snippet is cut from its event (``search_fields``), which the log holds anyway
 _SEARCH_INSERT = (
-    "INSERT INTO search_steps (pos, run_id, case_id, step, kind, tool_name, replay, text, tsv) "
-    "SELECT e.pos, s.run_id, s.case_id, s.step, s.kind, s.tool_name, s.replay, s.text, s.tsv::tsvector "
-    "FROM unnest(%b::text[], %b::int[], %b::text[], %b::text[], %b::int[], %b::text[], %b::text[], %b::text[], "
-    "%b::text[], %b::text[]) AS s(stream, seq, run_id, case_id, step, kind, tool_name, replay, text, tsv) "
-    "JOIN events AS e ON e.stream = s.stream AND e.seq = s.seq ON CONFLICT (pos) DO NOTHING"
+    "INSERT INTO search_steps (pos, run_id, case_id, step, kind, tool_name, replay, tsv) "
+    "SELECT e.pos, s.r, s.c, s.n, s.k, s.t, s.p, s.v::tsvector "
+    "FROM json_to_recordset(%s::json) AS s(s text, q int, r text, c text, n int, k text, t text, p text, v text) "
+    "JOIN events AS e ON e.stream = s.s AND e.seq = s.q ON CONFLICT (pos) DO NOTHING"
 )
 #: events a writer keeps in memory to index (at the end of its run, at close) before it
 #: indexes them at once: a bound on that memory (a long import)
@@ -681,24 +684,21 @@ class PostgresStore(EventStore):
 
     # ---- the search projection --------------------------------------------------------
 
-    def _search_arrays(self, streams: list[str], seqs: list[int], types: list[str],
-                       payloads: list[bytes]) -> list[list[Any]] | None:
-        """The search rows of events (parameters of :data:`_SEARCH_INSERT`), None when none
-        of them is searchable."""
-        out: list[list[Any]] = [[] for _ in range(9)]
-        firsts = {s: p for s, q, p in zip(streams, seqs, payloads) if q == 0 and s.startswith("replay/")}
-        for stream, seq, type_, payload in zip(streams, seqs, types, payloads):
+    def _search_rows(self, events: Sequence[tuple[str, int, str, bytes]]) -> tuple[str, int]:
+        """The search rows of ``events`` (stream, seq, type, payload) as :data:`_SEARCH_INSERT`
+        takes them, and how many there are."""
+        rows = []
+        firsts = {s: p for s, q, _, p in events if q == 0 and s.startswith("replay/")}
+        for stream, seq, type_, payload in events:
             if type_ not in SEARCHED_TYPES:
                 continue
             row = self._search_row(stream, type_, payload, firsts)
             if row is None:
                 continue
-            for column, value in zip(out, (stream, seq, *row)):
-                column.append(value)
-        if not out[0]:
-            return None
-        out.append([tsvector(text) for text in out[8]])
-        return out
+            run_id, case_id, step, kind, tool_name, replay, text = row
+            rows.append({"s": stream, "q": seq, "r": run_id, "c": case_id, "n": step, "k": kind, "t": tool_name,
+                         "p": replay, "v": tsvector(text)})
+        return _JSON(rows).decode(), len(rows)
 
     def _search_row(self, stream: str, type_: str, payload: bytes,
                     firsts: dict[str, bytes]) -> tuple[str, str, int | None, str, str | None, str | None, str] | None:
@@ -726,7 +726,7 @@ class PostgresStore(EventStore):
             if not sep:
                 return None
         step, kind, tool_name, text = fields
-        return run_id, case_id, step, kind, tool_name, replay, _text(text)
+        return run_id, case_id, step, kind, tool_name, replay, text
 
     def index_search(self) -> int:
         """Index every stream marked ``search_pending``: the ones this store wrote from what it
@@ -771,12 +771,10 @@ class PostgresStore(EventStore):
     def _insert_search(self, events: list[tuple[str, int, str, bytes]]) -> int:
         added = 0
         for start in range(0, len(events), _CHUNK):
-            chunk = events[start:start + _CHUNK]
-            found = self._search_arrays([e[0] for e in chunk], [e[1] for e in chunk], [e[2] for e in chunk],
-                                        [e[3] for e in chunk])
-            if found is not None:
-                self._conn.execute(_SEARCH_INSERT, found)
-                added += len(found[0])
+            rows, n = self._search_rows(events[start:start + _CHUNK])
+            if n:
+                self._conn.execute(_SEARCH_INSERT, (rows,))
+                added += n
         return added
 
     def rebuild_search(self) -> int:
@@ -807,8 +805,8 @@ class PostgresStore(EventStore):
         parsed = parse_query(query)
         if parsed is None:
             return []
-        sql = ["SELECT s.pos, s.run_id, s.case_id, s.step, s.kind, s.tool_name, s.replay, s.text "
-               "FROM search_steps AS s WHERE s.tsv @@ %s::tsquery"]
+        sql = ["SELECT s.pos, s.run_id, s.case_id, s.step, s.kind, s.tool_name, s.replay, e.type, e.payload "
+               "FROM search_steps AS s JOIN events AS e ON e.pos = s.pos WHERE s.tsv @@ %s::tsquery"]
         args: list[Any] = [to_tsquery(parsed)]
         if where.run_ids:
             sql.append("AND s.run_id = ANY(%s)")
@@ -841,7 +839,7 @@ class PostgresStore(EventStore):
             raise
         terms = _positive_terms(parsed)
         keys = ("pos", "run_id", "case_id", "step", "kind", "tool_name", "replay")
-        return [{**dict(zip(keys, r[:7])), "snippet": snippet(r[7] or "", terms)} for r in rows]
+        return [{**dict(zip(keys, r[:7])), "snippet": snippet(_step_text(r[7], bytes(r[8])), terms)} for r in rows]
 
     def search_names(self, what: str) -> list[str]:
         sql = {"tool_name": "SELECT DISTINCT tool_name FROM search_steps WHERE tool_name IS NOT NULL",
@@ -909,8 +907,16 @@ def _replayed(first: bytes | None) -> tuple[str, str] | None:
     return (run_id, case_id) if sep else None
 
 
-def _text(text: str) -> str:
-    return text.replace("\x00", "\ufffd")  # PostgreSQL text holds no NUL
+def _step_text(type_: str, payload: bytes) -> str:
+    """The text the index read of an event (its tool, agents, arguments and result)."""
+    try:
+        fields = search_fields(type_, payload)
+    except Exception:  # noqa: BLE001 - indexed, so it decoded then; a snippet is never worth an error
+        return ""
+    return "" if fields is None else fields[3]
+
+
+_JSON = msgspec.json.Encoder().encode
 
 
 # ---- tokens, tsvectors and the FTS5 query language ------------------------------------------
@@ -943,21 +949,15 @@ _ASCII_TOKEN = re.compile(r"[a-z0-9]+")
 
 
 def tsvector(text: str) -> str:
-    """``text`` as a tsvector literal: each folded token with its positions (1-based)."""
+    """``text`` as a tsvector literal: each folded token at its position (1-based). A word
+    seen again is written again: PostgreSQL merges a word's positions (and keeps 256 of them)."""
     words = _ASCII_TOKEN.findall(text.lower()) if text.isascii() else tokens(text)
-    if len(text) > _MAX_LEXEME // 4 and (len(words) > _MAX_POSITION or len(text) > _MAX_VECTOR // 4
+    if len(text) > _MAX_LEXEME // 4 and (len(text) > _MAX_VECTOR // 4
                                          or max(map(len, words), default=0) * 4 > _MAX_LEXEME):
         return _bounded_tsvector(words)
-    positions: dict[str, list[int]] = {}
-    for n, lexeme in enumerate(words, start=1):
-        seen = positions.get(lexeme)
-        if seen is None:
-            positions[lexeme] = [n]
-        elif len(seen) < 256:  # PostgreSQL keeps 256 positions a word
-            seen.append(n)
     if text.isascii():  # letters and digits only: nothing to quote
-        return " ".join(f"{w}:{','.join(map(str, p))}" for w, p in positions.items())
-    return " ".join(f"{_quote(w)}:{','.join(map(str, p))}" for w, p in positions.items())
+        return " ".join([f"{w}:{n}" for n, w in enumerate(words, start=1)])
+    return " ".join([f"{_quote(w)}:{n}" for n, w in enumerate(words, start=1)])
 
 
 def _bounded_tsvector(words: list[str]) -> str:
