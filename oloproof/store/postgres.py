@@ -20,9 +20,12 @@ projections as the SQLite log, in one database (psycopg 3, the ``oloproof[postgr
   it, the other waits and uses it), ``meta`` holds the schema version and the chain scheme.
 * **Search** on PostgreSQL full text: each step's text is tokenized here, the way SQLite's
   FTS5 ``unicode61 remove_diacritics 2`` tokenizer does (letters and digits, case and
-  diacritics folded), and stored as a ``tsvector`` with positions in the same transaction as
-  the events; the FTS5 query syntax the ``search`` command takes is translated into a
-  ``tsquery`` (:func:`to_tsquery`; docs/team-log.md says what differs).
+  diacritics folded), and stored as a ``tsvector`` with positions. A commit marks its streams
+  in ``search_pending`` (in its own transaction); the writer indexes what it wrote in one go
+  at the end (:meth:`PostgresStore.index_search`), and a writer killed before that leaves its
+  streams to the next one. The FTS5 query syntax the ``search`` command takes is translated
+  into a ``tsquery`` (:func:`parse_query`, :func:`to_tsquery`; docs/team-log.md says what
+  differs).
 
 Backend errors are translated once, here (:meth:`PostgresStore._translated`): a lost
 connection, a refused privilege or a server that is gone is a :class:`~oloproof.errors.StoreError`
