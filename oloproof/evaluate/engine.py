@@ -451,6 +451,7 @@ class Accumulator:
             context = GateContext(
                 source_clusters=self.sources,
                 unchecked={c for c in suite.criteria if suite.relation_transform(c) in unchecked},
+                paired={c for c in suite.criteria if suite.relation_transform(c) is not None},
                 incomplete=None if complete else (committed, max(committed, expected or 0)),
                 regressions=dict(regressions or {}),
                 pass_hat_k=pass_hat_k,

@@ -17,6 +17,11 @@ Before any of that: a rule over a metamorphic relation whose transform the valid
 not vouch for is ``INSUFFICIENT_EVIDENCE`` (``transform_not_checked``); a rule on the interval
 or the rate of clustered cases needs ``allow_approximate_methods: true``
 (``approximate_methods_not_allowed``) and at least 20 source clusters (``too_few_clusters``).
+A *pair rule* — on the interval or the rate of a metamorphic relation criterion — is held to
+the same cluster rule, with the same reasons, even though each pair gives one verdict: the
+verdict reads both cases of a cluster (a source and its derived case), and the seeds ask for
+``allow_approximate_methods: true`` and at least 20 source cases before a relation gates
+(seeds/stateful-agents).
 
 A *partial run* (``oloproof run --case/-k/--limit/--last-failed``: some of the suite's cases,
 for iterating on them) never passes either: every rule is ``INSUFFICIENT_EVIDENCE``
@@ -94,6 +99,9 @@ class GateContext:
     #: how a *partial run* (``run --case/-k/--limit/--last-failed``) chose its cases, in
     #: words; None for a run of the whole suite. A partial run never passes its gate.
     partial: str | None = None
+    #: the metamorphic relation criteria: their rules on an interval or a rate follow the
+    #: cluster rule of clustered rates (module docstring), whatever their row's method
+    paired: set[str] = field(default_factory=set)
 
 
 _T = TypeVar("_T")
@@ -147,9 +155,12 @@ def _judge_rule(rule: Rule, row: RateInterval, context: GateContext) -> RuleResu
     if rule.criterion in context.unchecked:
         return result("INSUFFICIENT_EVIDENCE", "transform_not_checked",
                       "its transform is not (yet) vouched for by validity labels")
-    if row.approximate and kind not in ("max_failures", "no_regression"):  # a count needs no interval
+    paired = rule.criterion in context.paired
+    if (row.approximate or paired) and kind not in ("max_failures", "no_regression"):  # a count needs no interval
         if not context.allow_approximate_methods:
             return result("INSUFFICIENT_EVIDENCE", "approximate_methods_not_allowed",
+                          "a pair's verdict reads a source and its derived case (one cluster): pair rules "
+                          "need allow_approximate_methods: true" if paired and not row.approximate else
                           "clustered cases need allow_approximate_methods: true")
         if context.source_clusters < MIN_CLUSTERS:
             return result("INSUFFICIENT_EVIDENCE", "too_few_clusters",
