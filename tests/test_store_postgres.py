@@ -93,6 +93,18 @@ def test_events_are_append_only_in_the_database(postgres_url):
         open_store(postgres_url)
 
 
+def test_schema_version_and_foreign_tables_are_checked(postgres_server, postgres_url):
+    open_store(postgres_url).close()
+    sql(postgres_url, "UPDATE meta SET value = '9' WHERE key = 'schema_version'")
+    for readonly in (False, True):
+        with pytest.raises(CorruptLogError, match="log schema version '9'; this Oloproof reads version 1"):
+            open_store(postgres_url, readonly=readonly)
+    other = postgres_server.new_database()
+    sql(other, "CREATE TABLE events (id int)")  # somebody else's table of that name
+    with pytest.raises(CorruptLogError, match="an events table that Oloproof did not make"):
+        open_store(other)
+
+
 def roles_sql(database: str) -> list[str]:
     """The role statements of docs/team-log.md, for ``database``."""
     text = (ROOT / "docs" / "team-log.md").read_text()
