@@ -420,7 +420,7 @@ def log_args(db_path: Any) -> str:
 
     if db_path is None:
         return ""
-    env = os.environ.get("OLOPROOF_DB") or None
+    env = os.environ.get("OLOPROOF_DB", "").strip() or None  # as the CLI reads it (main._db_from_environment)
     if env is not None and same_log(str(db_path), env):
         return ""
     if scheme_of_url(db_path) != "sqlite":
