@@ -83,8 +83,13 @@ class Server:
     def new_database(self, prefix: str = "t") -> str:
         """A new empty database (``CREATE DATABASE … TEMPLATE template0``, copied as files:
         the fast way on a cluster without fsync); returns its URL."""
+        import psycopg
+
         name = f"{prefix}_{uuid.uuid4().hex[:12]}"
-        self.sql(f"CREATE DATABASE {name} TEMPLATE template0 STRATEGY FILE_COPY")
+        try:
+            self.sql(f"CREATE DATABASE {name} TEMPLATE template0 STRATEGY FILE_COPY")
+        except psycopg.errors.SyntaxError:  # before PostgreSQL 15: file copy is the only strategy
+            self.sql(f"CREATE DATABASE {name} TEMPLATE template0")
         self.made.append(name)
         return self.url(name)
 
