@@ -55,16 +55,17 @@ def command(run: str, json_path: str | None, db: str | None) -> None:
     if json_path:
         from oloproof.report.results import gate_dict
 
-        write_json(json_path, {"run_id": run_id, "complete": summary.complete, "gate": gate_dict(summary)})
+        write_json(json_path, {"run_id": run_id, "complete": summary.complete, "gate": gate_dict(summary),
+                               **({"kind": summary.kind} if summary.kind is not None else {})})
     note = incomplete_note(summary)
     if note:
         out.print(note, markup=False)
     if summary.gate is None:
         out.print(f"run {run_id}: no gate (no release rules)")
         decided_exit(0)
-    from oloproof.report.terminal import status_text
+    from oloproof.report.terminal import gate_label, status_text
 
-    out.print(status_text(summary.gate.decision, f"run {run_id}: gate "))
+    out.print(status_text(summary.gate.decision, f"run {run_id}: {gate_label(summary.kind)} "))
     out.print(gate_table(summary))
     out.print(Text(exit_line(summary.gate)))
     decided_exit(summary.gate.exit_code)

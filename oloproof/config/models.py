@@ -239,11 +239,17 @@ class PrefixConfig(Strict):
 
 
 class ProjectConfig(Strict):
-    """The whole of ``oloproof.yaml`` (SPEC §3): the system, the case file, evaluators,
-    metrics (ids unique), slices, metamorphic transforms, the release file, timeout, trials,
-    prefix cases and attribution settings."""
+    """The whole of ``oloproof.yaml`` (SPEC §3): the system, the suite's kind (regression or
+    capability), the case file, evaluators, metrics (ids unique), slices, metamorphic
+    transforms, the release file, timeout, trials, prefix cases and attribution settings."""
 
     system: SystemConfig
+    #: what the suite is for (seeds/fault-injection-release-gate): ``regression`` — failures
+    #: the agent may no longer repeat, a high expected pass rate: every criterion no release
+    #: rule names gets the default rule ``max_failures: 0`` (oloproof.evaluate.gate.kind_rules);
+    #: ``capability`` — a hard suite that may start low: it reports, and a gate on it is
+    #: labelled a capability gate. None: not declared, the release rules alone
+    kind: Literal["regression", "capability"] | None = None
     cases: str = "cases.jsonl"
     evaluators: list[Annotated[dict[str, Any], AfterValidator(_evaluator_entry)]] = []
     metrics: list[MetricConfig] = []

@@ -18,7 +18,7 @@ from oloproof.config.locate import Locator, did_you_mean, validate_model
 from oloproof.config.models import ProjectConfig, ReleaseConfig
 from oloproof.errors import ConfigError
 from oloproof.evaluate.base import NOT_SELECTED_REASON, Evaluator, Verdict, excluded
-from oloproof.evaluate.gate import GateResult, judge_gate
+from oloproof.evaluate.gate import GateResult, judge_gate, kind_rules
 from oloproof.evaluate.metrics import QuantileMetric
 from oloproof.evaluate.slices import Slice, SliceSpecError
 from oloproof.records import AGENT_TRAJECTORY_V1
@@ -118,6 +118,9 @@ class Summary:
     #: :class:`~oloproof.stats.passk.PassHatK`) by criterion name
     trials: int = 1
     pass_hat_k: dict[str, Any] = field(default_factory=dict)
+    #: the suite's ``kind`` (``regression``, ``capability``; None: not declared), which the
+    #: reports name beside the gate
+    kind: str | None = None
 
 
 class SuiteEvaluation:
@@ -132,6 +135,8 @@ class SuiteEvaluation:
         self.slices = slices
         self.min_slice_support = min_slice_support
         self.release = release
+        #: ``oloproof.yaml``'s ``kind`` (set by :func:`build_suite`, with its default rules)
+        self.kind: str | None = None
         self.criteria = [e.criterion for e in evaluators]
         self.transforms: list[Any] = []  # TransformConfig
         self.labels: dict[str, dict[str, bool]] = {}
@@ -463,7 +468,7 @@ class Accumulator:
         return Summary(criteria, metrics, slice_rows, gate, cases, self.sources, checks,
                        dict(self.release_classes) if release else None, self.false_passes if release else None,
                        complete, committed, max(committed, expected or committed),
-                       trials=self.trials, pass_hat_k=pass_hat_k)
+                       trials=self.trials, pass_hat_k=pass_hat_k, kind=suite.kind)
 
 
 class _Tally:
@@ -614,6 +619,10 @@ def build_suite(config: ProjectConfig, locator: Locator, release: ReleaseConfig 
                     f"produces {rule.criterion!r}{did_you_mean(rule.criterion, where_criterion)} "
                     f"(criteria: {', '.join(where_criterion) or 'none'})"
                 )
+    # a regression suite's default rules are part of its release (the gate of a stored run
+    # derives them again from the kind its configuration stored)
+    release = kind_rules(config.kind, list(where_criterion), release)
     suite = SuiteEvaluation(evaluators, metrics, slices, config.min_slice_support, release)
+    suite.kind = config.kind
     suite.set_metamorphic(list(transforms.values()), {})
     return suite

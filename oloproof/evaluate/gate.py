@@ -31,6 +31,13 @@ A run that is not sealed (crashed, killed, still running) never passes: its unre
 count as missing, and every rule that did not FAIL ends ``INSUFFICIENT_EVIDENCE``
 (``run_incomplete``) — more cases could still fail it.
 
+A suite's ``kind`` (``oloproof.yaml``) adds rules of its own (:func:`kind_rules`): in a
+``regression`` suite every criterion that no release rule names gets the default rule
+``max_failures: 0`` — named ``regression:<criterion>`` — since a regression suite is the record
+of failures the agent may no longer repeat, and every FAIL is a repair request (seeds/
+fault-injection-release-gate); a ``capability`` suite gets none (it reports; a gate on it is
+labelled a capability gate by the reports).
+
 A release with no rules decides nothing: its gate is ``INSUFFICIENT_EVIDENCE``, never a
 vacuous PASS. The gate passes only when every rule passes; any FAIL makes it FAIL, otherwise any
 INSUFFICIENT_EVIDENCE makes it INSUFFICIENT_EVIDENCE. Each rule's ``detail`` states the numbers
@@ -266,6 +273,37 @@ def min_paired(configured: int | None, candidate_cases: int) -> int:
     if configured is not None:
         return configured
     return max(1, math.ceil(candidate_cases / 2))
+
+
+#: the name of a regression suite's default rule on a criterion: ``regression:<criterion>``
+DEFAULT_RULE_PREFIX = "regression:"
+
+
+def kind_rules(kind: str | None, criteria: list[str], release: ReleaseConfig | None) -> ReleaseConfig | None:
+    """The release a suite of ``kind`` is gated with: ``release`` as written, plus — for a
+    ``regression`` suite — the default rule ``max_failures: 0`` on every one of ``criteria``
+    that no rule of ``release`` names (a regression suite expects every case to pass; a rule of
+    your own on a criterion, a ``min_lower_bound`` for a stochastic one, replaces its default).
+    A ``capability`` suite, or one that declares no kind, keeps ``release`` (None: no gate).
+    Pure: the defaults follow from the configuration a run stores, so ``eval`` and ``gate``
+    of a stored run derive them again."""
+    if kind != "regression":
+        return release
+    ruled = {r.criterion for r in release.rules} if release is not None else set()
+    names = {r.name for r in release.rules} if release is not None else set()
+    defaults = []
+    for criterion in criteria:
+        if criterion in ruled:
+            continue
+        name = DEFAULT_RULE_PREFIX + criterion
+        while name in names:  # a rule of the user's already holds the name
+            name += "'"
+        names.add(name)
+        # derived, not read: constructed without the length limit a written name has
+        defaults.append(Rule.model_construct(name=name, criterion=criterion, max_failures=0))
+    if release is None:
+        return ReleaseConfig(rules=defaults)
+    return release.model_copy(update={"rules": [*release.rules, *defaults]})
 
 
 def judge_gate(release: ReleaseConfig, criteria: dict[str, RateInterval],

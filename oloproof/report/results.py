@@ -104,6 +104,8 @@ def results_dict(run_id: str, system_name: str, system_version: str, suite: Suit
         "gate": gate,
         **({"transforms": transforms} if transforms else {}),
         **({"release": _release(summary)} if summary.release_classes is not None else {}),
+        # the suite's kind when oloproof.yaml declares one: regression | capability
+        **({"kind": summary.kind} if summary.kind is not None else {}),
     }
 
 

@@ -357,7 +357,10 @@ def summary_view(summary: Summary, *, run_id: str, system: str, min_support: int
                  slices: bool = True) -> Group:
     """A run's results as one renderable: criteria and metrics, slices, the gate (``quiet``:
     the criteria and the gate only; ``slices=False``: no slices)."""
-    parts: list[Any] = [Text(f"run {run_id} · {system}", style="bold"), criteria_table(summary)]
+    parts: list[Any] = [Text(f"run {run_id} · {system}", style="bold")]
+    if summary.kind is not None:
+        parts.append(Text(KIND_LINES[summary.kind]))
+    parts.append(criteria_table(summary))
     if summary.pass_hat_k and not quiet:
         parts += pass_hat_k_parts(summary)
     if summary.release_classes is not None and not quiet:
@@ -365,10 +368,31 @@ def summary_view(summary: Summary, *, run_id: str, system: str, min_support: int
     if summary.slices and slices and not quiet:
         parts += [Text("slices (descriptive; slices never gate)", style="bold"), slices_table(summary, min_support)]
     if summary.gate is not None:
-        parts += [status_text(summary.gate.decision, "gate: "), gate_table(summary)]
+        parts += [status_text(summary.gate.decision, gate_label(summary.kind) + ": "), gate_table(summary)]
+    elif summary.kind == "capability":
+        parts.append(Text("gate: none (a capability suite reports; add release: to gate it)"))
     else:
         parts.append(Text("gate: none (the run's configuration has no release:)"))
     return Group(*parts)
+
+
+#: what each suite ``kind`` (oloproof.yaml) means, as the results say it under the run's name
+KIND_LINES = {
+    "regression": "regression suite: a high expected pass rate — a criterion no release rule names is gated "
+                  "by its default rule, max_failures: 0 (regression:<criterion>)",
+    "capability": "capability suite: a hard suite that may start low — its rates report progress; it has no "
+                  "default rules",
+}
+
+
+def gate_label(kind: str | None) -> str:
+    """How a gate is introduced: a gate on a capability suite says what it is — a bar set for
+    a hard suite, not the regression gate of a release."""
+    if kind == "capability":
+        return "gate on a capability suite (a bar for a hard suite, not a regression gate)"
+    if kind == "regression":
+        return "gate (regression suite)"
+    return "gate"
 
 
 def runs_table(rows: list[dict]) -> Grid:

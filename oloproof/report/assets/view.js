@@ -109,12 +109,19 @@
       text: "Incomplete run: " + count + "; the gate cannot pass" });
   }
 
+  // oloproof.yaml's kind: what the suite is for, said above its criteria
+  var SUITE_KINDS = {
+    regression: "Regression suite: a high expected pass rate — a criterion no release rule names is gated by its default rule, max_failures: 0 (regression:<criterion>).",
+    capability: "Capability suite: a hard suite that may start low — its rates report progress; it has no default rules."
+  };
+
   function renderSummary(root, R) {
     var s = R.summary;
     document.getElementById("title").textContent = (R.role ? R.role + " " : "") + "run " + s.run_id + " · " +
       s.system.name + " " + s.system.version;
     var banner = incompleteBanner(s);
     if (banner) root.appendChild(banner);
+    if (s.kind) root.appendChild(el("p", { id: "suite-kind", cls: "kind-" + s.kind, text: SUITE_KINDS[s.kind] || s.kind }));
     var rows = s.criteria.map(function (r) {
       return [td(r.criterion), td(pct(r.rate), "num"), td(outward(r.low, r.high)), bar(r), td(evidence(r))];
     });
@@ -155,7 +162,9 @@
         }))]));
     }
     var g = s.gate;
-    var gate = el("section", { id: "gate" }, [el("h2", null, [document.createTextNode("Gate: "),
+    var gateTitle = s.kind === "capability" ? "Gate on a capability suite (a bar for a hard suite, not a regression gate): " :
+      s.kind === "regression" ? "Gate (regression suite): " : "Gate: ";
+    var gate = el("section", { id: "gate" }, [el("h2", null, [document.createTextNode(gateTitle),
       el("span", { text: g.decision || "none", cls: g.decision || "", id: "decision" })])]);
     if (g.rules.length) gate.appendChild(table(["rule", "criterion", "status", "reason", "decided by"], g.rules.map(function (r) {
       return [td(r.name), td(r.criterion), td(r.status, r.status), td(r.reason || ""), td(r.detail || "")];
