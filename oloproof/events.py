@@ -78,6 +78,9 @@ ReplayMethod = Literal["tape", "replayable"]
 ChainScheme = Literal["sha256", "hmac-sha256"]
 #: ``--durability``: fsync every commit, or let a power loss lose the last ones
 Durability = Literal["full", "normal"]
+#: a model judge's answer (``judgement.v1``, SPEC §18.6): ``unsure`` (also any reply that is not
+#: the asked-for JSON object) and ``error`` (the judge failed or timed out) leave the case missing
+JudgeVerdict = Literal["pass", "fail", "unsure", "error"]
 
 
 class Event(msgspec.Struct, frozen=True, tag_field="type", omit_defaults=True):
@@ -161,6 +164,17 @@ class RunPinned(Event, frozen=True, tag="run_pinned.v1"):
     name: str
     run_id: str
     pinned_at: str
+
+
+class RunPushed(Event, frozen=True, tag="run_pushed.v1"):
+    """A sealed run copied in from another log by ``oloproof push`` (stream ``push/<run_id>``):
+    its seal digest, and the seal of the run it followed there (``previous_seal``), which this
+    log need not hold — the audit then knows the predecessor lives elsewhere, not deleted."""
+
+    run_id: str
+    digest: str
+    previous_seal: str
+    pushed_at: str
 
 
 class CaseStarted(Event, frozen=True, tag="case_started.v1"):
@@ -321,6 +335,45 @@ class CaseFinished(Event, frozen=True, tag="case_finished.v2"):
     traceback: str | None = None
 
 
+class CaseRetried(Event, frozen=True, tag="case_retried.v1"):
+    """A case is run again (``retries:`` in ``oloproof.yaml``, SPEC §18.8): the attempt before
+    it ended with an infrastructure error the configuration retries (``after``: its error
+    kind) and failed no criterion. The events after it, up to the next ``case_retried``, are
+    attempt ``attempt`` (2, 3 …); the case's verdict is its last attempt's. Every attempt
+    stays in the case's one stream (``<run_id>/<case_id>``), committed whole with the last."""
+
+    attempt: int
+    after: str
+
+
+class JudgementRecorded(Event, frozen=True, tag="judgement.v1"):
+    """A model judge's verdict on a case (``model_judge``, SPEC §18.6), appended to the case's
+    stream after its own events and before the run's seal; re-evaluation reads it and never
+    asks the judge again. The first judgement made under a key (judge, model, rubric digest,
+    prompt digest) is also kept alone in the stream ``judgement/<key>``, the cache a later run
+    reads instead of asking again. No credential is ever part of it."""
+
+    criterion: str
+    #: ``openai_compatible`` or the ``module:function`` of a Python judge
+    judge: str
+    #: the model the provider was asked for; for a Python judge ``code:<16 hex>`` of its code
+    model: str
+    rubric_digest: str  # SHA-256 of the rubric text
+    prompt_digest: str  # SHA-256 of the prompt (rubric and what the judge sees)
+    #: what the judge was shown of the case: input, output, trajectory
+    sees: list[str]
+    verdict: JudgeVerdict
+    explanation: str = ""
+    #: the reply as the judge gave it (a provider's message content; a Python judge's return
+    #: value as JSON); None when the judge gave none (``error``)
+    raw_response: str | None = None
+    prompt: str = ""
+    #: why the judge gave no verdict (verdict ``error``): a timeout, an HTTP status, an exception
+    error: str | None = None
+    #: the judgement was read from the cache (``judgement/<key>``), made by an earlier judge call
+    cached: bool = False
+
+
 class AttributionRecorded(Event, frozen=True, tag="attribution.v1"):
     """The attribution of one stored case's failure (``oloproof attribute``, SPEC §14): its
     first unacceptable step, the responsible layer, causes, evidence, recoverability,
@@ -339,6 +392,7 @@ AnyEvent = (
     | RunFinished
     | RunSealed
     | RunPinned
+    | RunPushed
     | CaseStarted
     | StepRecorded
     | ConstraintRecorded
@@ -349,9 +403,11 @@ AnyEvent = (
     | UsageRecorded
     | EnvironmentStateRecorded
     | CaseFinished
+    | CaseRetried
     | ReplayStarted
     | ReplayFinished
     | AttributionRecorded
+    | JudgementRecorded
 )
 
 #: An upcaster turns the decoded dict of one schema version into the dict of the next one
@@ -505,8 +561,19 @@ class _SearchReplay(msgspec.Struct):
 _SEARCH_STEP = msgspec.json.Decoder(_SearchStep)
 _SEARCH_END = msgspec.json.Decoder(_SearchEnd)
 _SEARCH_REPLAY = msgspec.json.Decoder(_SearchReplay)
-#: the stored types the search index holds: steps, and the errors that ended a case or replay
-SEARCHED_TYPES = ("step.v1", "case_finished.v1", "case_finished.v2", "replay_finished.v1")
+class _SearchJudgement(msgspec.Struct):
+    criterion: str = ""
+    verdict: str = ""
+    explanation: str = ""
+    error: str | None = None
+
+
+_SEARCH_JUDGEMENT = msgspec.json.Decoder(_SearchJudgement)
+#: the stored types the search index holds: steps, the errors that ended a case or replay,
+#: and model judges' judgements (their explanations)
+SEARCHED_TYPES = ("step.v1", "case_finished.v1", "case_finished.v2", "replay_finished.v1", "judgement.v1")
+#: the judgement cache's streams (``judgement/<key>``): copies of case-stream judgements, not searched
+JUDGEMENT_CACHE = "judgement/"
 
 
 #: the snippet's highlight markers (U+E000, U+E001: oloproof.store.search) never come from a
@@ -525,7 +592,9 @@ def _searchable(raw: bytes) -> str:
 def search_fields(type_: str, payload: bytes) -> tuple[int | None, str, str | None, str] | None:
     """What the search index keeps of one stored event: ``(step, kind, tool_name, text)`` of a
     step (its tool, agents, arguments and result as JSON text), ``(None, "error", None,
-    message)`` of a case or replay that ended in an error; ``None`` for anything else."""
+    message)`` of a case or replay that ended in an error, ``(None, "judgement", None, text)`` of
+    a model judge's judgement (its criterion, verdict, explanation and error); ``None`` for
+    anything else."""
     if type_ == "step.v1":
         s = _SEARCH_STEP.decode(payload)
         parts = [x for x in (s.tool_name, s.agent, s.to_agent) if x]
@@ -534,6 +603,10 @@ def search_fields(type_: str, payload: bytes) -> tuple[int | None, str, str | No
     if type_ in ("case_finished.v1", "case_finished.v2", "replay_finished.v1"):
         error = _SEARCH_END.decode(payload).error
         return None if error is None else (None, "error", None, error.translate(_NO_MARKS))
+    if type_ == "judgement.v1":
+        j = _SEARCH_JUDGEMENT.decode(payload)
+        text = " ".join(x for x in (j.criterion, j.verdict, j.explanation, j.error) if x)
+        return None, "judgement", None, text.translate(_NO_MARKS)
     return None
 
 

@@ -144,10 +144,24 @@ def test_push_between_keyed_logs_and_not_across_schemes(cli, support_project, tm
 def test_a_run_pushed_without_the_run_before_it_says_so(cli, support_run, tmp_path):
     assert cli("run", "-q", cwd=support_run).exit_code == 1  # a second run: it follows the first one's seal
     r = cli("push", "latest", "--to", str(tmp_path / "team.db"), cwd=support_run)
-    assert r.exit_code == 0 and "note: run" in r.output and "push that run too" in r.output, r.output
+    assert r.exit_code == 0 and "note: run" in r.output and "lives elsewhere" in r.output, r.output
+    # the target's audit knows the predecessor is in another log, not deleted from this one
+    r = cli("audit", "verify", "--db", str(tmp_path / "team.db"), cwd=tmp_path)
+    assert r.exit_code == 0 and "deleted whole" not in r.output, r.output
     assert "note:" not in cli("push", results(support_run)["run_id"], "--to", str(tmp_path / "team.db"),
                               cwd=support_run).output
     assert cli("audit", "verify", "--db", str(tmp_path / "team.db"), cwd=tmp_path).exit_code == 0
+    # a run deleted from the log it was sealed in is still named: the record is only the pushed run's
+    import sqlite3
+
+    conn = sqlite3.connect(support_run / ".oloproof" / "log.db")
+    conn.execute("DROP TRIGGER events_append_only_delete")
+    first = results(support_run)["run_id"]
+    conn.execute("DELETE FROM events WHERE stream = ? OR stream LIKE ?", (first, first + "/%"))
+    conn.commit()
+    conn.close()
+    r = cli("audit", "verify", cwd=support_run)
+    assert r.exit_code != 0 and "deleted whole" in r.output, r.output
 
 
 @pytest.mark.parametrize("args, says", [

@@ -271,12 +271,12 @@ def audit_log(store: EventStore) -> LogAudit:
     seals = {a.sealed.digest for a in runs if a.sealed is not None}
     for audit in runs:
         previous = audit.started.previous_seal if audit.started is not None else ""
-        if previous and previous not in seals:
+        if previous and previous not in seals and previous not in _pushed_from_elsewhere(store, audit):
             problems.append(f"{audit.run_id}: the run sealed before it ({previous}) is gone from the log "
                             "(deleted whole)")
     known = set(run_ids)
     orphans = sorted({n.split("/", 1)[0] for n in names
-                      if "/" in n and not n.startswith((PREFIX, "pin/", "attribution/"))} - known)
+                      if "/" in n and not n.startswith((PREFIX, "pin/", "attribution/", "push/"))} - known)
     for run_id in orphans:
         problems.append(f"{run_id}/…: case streams of a run that no longer exists (its run stream is gone)")
     problems.extend(_deep_check(store, [PREFIX], []))
@@ -284,6 +284,19 @@ def audit_log(store: EventStore) -> LogAudit:
     for audit in runs:
         audit.problems.extend(_deep_check(store, [audit.run_id + "/"], []))
     return LogAudit(runs, orphans, report.streams, report.events, problems)
+
+
+def _pushed_from_elsewhere(store: EventStore, audit: RunAudit) -> set[str]:
+    """The predecessors a run pushed in from another log followed there (its ``push/<run_id>``
+    records, for this very seal): seals this log need not hold."""
+    from oloproof.events import RunPushed
+    from oloproof.store.log import EventLog
+
+    sealed = audit.sealed
+    if sealed is None:
+        return set()
+    return {e.previous_seal for e in EventLog(store).read(f"push/{audit.run_id}")
+            if isinstance(e, RunPushed) and e.digest == sealed.digest}
 
 
 def require_intact(store: EventStore, run_id: str) -> RunAudit:

@@ -126,18 +126,30 @@ def push_run(source: EventStore, target: EventStore, run: Pushable) -> Pushed:
         return pushed
     rows = {table: [tuple(r.values()) for r in source.projection(table, run_id=run_id)]
             for table in ("runs", "cases", "evaluations")}
+    previous = run.audit.started.previous_seal if run.audit.started is not None else ""
     with target.transaction():
         target.commit(appends, rows)
         _check_arrival(target, run_id, digest)  # inside: a run that arrived otherwise rolls back
+        if previous and not _holds_seal(target, previous):
+            # the run it followed lives in the source log: recorded, so that the target's audit
+            # knows the predecessor is elsewhere rather than deleted
+            _record_push(target, run_id, digest, previous)
+            pushed.notes.append(f"run {run_id} follows a run sealed {previous} in the source log, which the target "
+                                f"does not hold (recorded under push/{run_id}: its audit knows it lives elsewhere)")
     pushed.streams = len(appends)
     pushed.events = sum(len(a.payloads) for a in appends)
     _refresh_search(target)
-    previous = run.audit.started.previous_seal if run.audit.started is not None else ""
-    if previous and not _holds_seal(target, previous):
-        pushed.notes.append(f"run {run_id} follows a run sealed {previous} in the source log, which the target "
-                            "does not hold: 'oloproof audit verify' there names it as a run deleted whole; push that "
-                            "run too")
     return pushed
+
+
+def _record_push(target: EventStore, run_id: str, digest: str, previous: str) -> None:
+    from datetime import UTC, datetime
+
+    from oloproof.events import RunPushed
+    from oloproof.store.log import EventLog
+
+    EventLog(target).append_at_end(f"push/{run_id}", RunPushed(run_id, digest, previous,
+                                                                datetime.now(UTC).isoformat()))
 
 
 def _check_arrival(target: EventStore, run_id: str, digest: str) -> None:

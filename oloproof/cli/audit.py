@@ -77,7 +77,7 @@ def verify(db: str | None, expect: tuple[str, ...]) -> None:
         store.close()
     failed = False
     if integrity != "ok":
-        out.print(f"sqlite integrity_check: {escape(integrity)}")
+        out.print(f"backend integrity check: {escape(integrity)}")
         failed = True
     for problem in log.problems:
         out.print(f"BROKEN {escape(problem)}")

@@ -11,6 +11,7 @@ inert unless ``--oloproof`` is given.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ def pytest_addoption(parser: Any) -> None:
                     help="Collect the Oloproof project in PROJECT (default: here) as tests: one per case, "
                          "one for the release gate.")
     group.addoption("--oloproof-db", action="store", default=None, metavar="PATH",
-                    help="The event log (default: PROJECT/.oloproof/log.db).")
+                    help="The event log, a path or a URL (default: OLOPROOF_DB, else PROJECT/.oloproof/log.db).")
 
 
 class CaseFailure(Exception):
@@ -170,7 +171,8 @@ def pytest_collection_modifyitems(session: Any, config: Any, items: list[Any]) -
     if project is None:
         return  # inert
     root = Path(project).resolve()
-    suite = Suite(str(root), config.getoption("--oloproof-db"))
+    db = config.getoption("--oloproof-db") or os.environ.get("OLOPROOF_DB", "").strip() or None
+    suite = Suite(str(root), db)
     collector = OloproofCollector.from_parent(session, name=f"oloproof[{root.name}]", path=root / "oloproof.yaml",
                                               nodeid=f"oloproof[{root.name}]", suite=suite)
     try:

@@ -63,7 +63,8 @@ def run_options(*, resume: str, trials: str) -> Callable:
         for option in reversed([
             json_option("Write the results as JSON to FILE (see the README, 'Machine-readable results')."),
             click.option("--db", metavar="PATH",
-                         help="Path of the event log (default: .oloproof/log.db in the project folder)."),
+                         help="Path of the event log, or its URL (postgresql://USER@HOST/DB) (default: OLOPROOF_DB, "
+                              "else .oloproof/log.db in the project folder)."),
             click.option("--resume", metavar="RUN_ID", help=resume),
             click.option("--durability", type=click.Choice(["full", "normal"]), default="full", show_default=True,
                          help="full: a committed case survives power loss. normal: faster; survives a crash only."),
@@ -215,7 +216,8 @@ def execute_run(load: Callable[[str], Any], *, json_path: str | None, db: str | 
                    f"(see 'oloproof show {outcome.run_id} CASE{log_args(db_path)}' for where each raised)", err=True)
     out.print(Text(exit_line(summary.gate)))
     click.echo(f"run {outcome.run_id} sealed. Its log digest, to check it later with\n"
-               f"'oloproof audit verify --expect DIGEST':\n{outcome.log_digest}", err=json_path == "-")
+               f"'oloproof audit verify --expect DIGEST{log_args(db_path)}':\n{outcome.log_digest}",
+               err=json_path == "-")
     if results is not None:
         results.write(results_dict(outcome.run_id, outcome.system_name, outcome.system_version,
                                    project.suite, summary, outcome.log_digest))
