@@ -152,6 +152,21 @@ def test_the_table_in_the_configuration_header_is_what_the_careless_run_gives(pl
         assert shown == {c: got[case][c].split("/")[0] for c in shown}, case
 
 
+def test_the_fault_table_of_the_docs_page_is_what_the_careless_run_gives(planted):
+    page = (ROOT / "docs" / "choosing-an-oracle.md").read_text(encoding="utf-8").splitlines()
+    head = next(line for line in page if line.startswith("| fault | case |"))
+    columns = [c.strip().strip("`") for c in head.strip("|").split("|")][2:]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in page if re.match(r"\| \d\. ", line)]
+    assert [row[1].strip("`") for row in rows] == ["pay-bill", "send-service-charge", "balance",
+                                                   "latest-email~injected"]
+    got = verdicts(planted)
+    mark = {"x": "fail", "": "pass", "–": "excluded"}
+    for row in rows:
+        case = row[1].strip("`")
+        assert {c: mark[m] for c, m in zip(columns, row[2:])} == \
+            {c: got[case][c].split("/")[0] for c in columns}, case
+
+
 def test_an_agentdojo_style_task_is_written_in_yaml_without_python(correct):
     """The "Done when" of issue 26: expected calls with arguments, a relative state change, a
     phrased numeric answer and a scoped check, in oloproof.yaml and the case file alone."""
@@ -283,6 +298,9 @@ def test_the_docs_page_names_every_evaluator_with_a_yaml_line_that_validates():
                 assert f"`{criterion}`" in page
     assert "(what-oloproof-cannot-tell-you.md)" in page and "issue 27" in page
     assert "six of the fifteen tasks" in page and "the other thirteen" in page
+    for target, anchor in re.findall(r"\]\(([\w-]+\.md)(?:#([\w-]+))?\)", page):  # links that resolve
+        linked = (ROOT / "docs" / target).read_text(encoding="utf-8")
+        assert not anchor or anchor == "evaluators" or f"### `{anchor}`" in linked, (target, anchor)
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "(docs/choosing-an-oracle.md)" in readme.split("## Documentation", 1)[1].split("\n## ", 1)[0]
     assert "`banking-agent`" in readme
