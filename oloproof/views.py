@@ -18,6 +18,7 @@ import msgspec
 from oloproof.errors import CorruptLogError
 from oloproof.events import (
     CaseFinished,
+    CaseRetried,
     CaseStarted,
     CheckpointRecorded,
     ConstraintRecorded,
@@ -116,6 +117,10 @@ class CaseView(msgspec.Struct, frozen=True):
     replays: Replays = NO_REPLAYS
     #: for a derived case ``<source>~<transform>``: the source case (evidence)
     pair_source: CaseView | None = None
+    #: the earlier attempts of a case run again after an infrastructure error (``retries:``,
+    #: SPEC §18.8), each folded as a case of its own, oldest first; every other field is the
+    #: last attempt's, which alone is judged
+    attempts: tuple[CaseView, ...] = ()
     #: ``effect_ledger/v1``: every attempt at an external effect, in order
     effects: tuple[EffectRecorded, ...] = ()
     #: ``release_evidence/v1``: access, wait, continuity, deadline, deliverable, in order
@@ -208,6 +213,8 @@ def fold_case(events: Sequence[Event], stream: str = "?") -> CaseView:
     """Fold one case stream's events into a :class:`CaseView` (without evidence)."""
     if not events or not isinstance(events[0], CaseStarted):
         raise CorruptLogError(f"stream {stream!r}: a case stream must begin with case_started")
+    if any(type(ev) is CaseRetried for ev in events):
+        return _fold_attempts(events, stream)
     start: CaseStarted = events[0]
     fields: dict[str, Any] = {}
     for ev in _fold_environment(events[1:], fields, ("effects", "evidence", "usage")):
@@ -229,6 +236,18 @@ def fold_case(events: Sequence[Event], stream: str = "?") -> CaseView:
         started=start,
         **fields,
     )
+
+
+def _fold_attempts(events: Sequence[Event], stream: str) -> CaseView:
+    """A retried case's stream: its ``case_started``, then each attempt's events, the attempts
+    separated by ``case_retried``. The view is the last attempt's (the verdict's), with the
+    earlier attempts folded the same way in :attr:`CaseView.attempts`."""
+    start = events[0]
+    marks = [i for i, ev in enumerate(events) if type(ev) is CaseRetried]
+    bounds = [0, *marks]
+    earlier = tuple(fold_case([start, *events[a + 1:b]], stream) for a, b in zip(bounds, marks))
+    last = fold_case([start, *events[marks[-1] + 1:]], stream)
+    return msgspec.structs.replace(last, attempts=earlier)
 
 
 def fold_replay(events: Sequence[Event], stream: str = "?") -> ReplayView:

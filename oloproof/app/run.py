@@ -48,6 +48,7 @@ from oloproof.app.project import (
     uncalled_tools,
 )
 from oloproof.app.projections import case_rows, evaluation_key, run_row
+from oloproof.app.retries import Retries
 from oloproof.app.runs import is_prefix_run, load_run, refresh_search, resume_command, selection_text, utc_now
 from oloproof.config.cases import SuiteCase, SuiteInfo
 from oloproof.config.limits import trial_case_id
@@ -93,6 +94,8 @@ class RunOutcome:
     #: tools the configuration or the cases name that the system does not declare (it declares
     #: none, so they could not be checked) and that no case called: a typo, most likely
     warnings: list[str] = field(default_factory=list)
+    #: cases run again after an infrastructure error (``retries:``), in suite order
+    retried: list[Any] = field(default_factory=list)
 
 
 class _Rows:
@@ -174,6 +177,10 @@ class _Driver:
         #: named tools that could not be checked (the system declares none): those called so far
         self.watch: set[str] = set()
         self.called: set[str] = set()
+        #: ``retries:`` (oloproof.app.retries): None when the configuration retries nothing
+        self.retries = None if project.config.retries is None else Retries(
+            project.config.retries.max, list(project.config.retries.on), self.suite, self.log, self._job,
+            lambda: self.run_id)
 
     # ---- the run's own stream ------------------------------------------------------------
 
@@ -289,6 +296,8 @@ class _Driver:
         """Finished jobs. Recorded cases are committed first — each case whole; cases that
         finished together (concurrent executors) share one transaction, so the driver, the
         single writer, keeps up with many workers — then judged."""
+        if self.retries is not None:  # an attempt to run again is not committed (app.retries)
+            dones = [d for d in dones if self.retries.take(d)]
         appends = []
         for done in dones:
             if isinstance(done.error, OloproofError):  # the user's (a factory that fails later)
@@ -339,6 +348,8 @@ class _Driver:
 
     def _recorded(self, view: CaseView, payloads: list[bytes]) -> None:
         """A case is committed: run (or find) its replays, then judge it."""
+        if self.retries is not None and view.attempts:
+            self.retries.saw(view)
         if self.watch:
             self._saw(view)
         if view.error is not None and view.error_kind != "stale":  # a stale prefix is no error of the system
@@ -479,7 +490,18 @@ def run_suite(project: Project, system: LoadedSystem, store: EventStore, info: S
     return RunOutcome(driver.run_id, system.name, system.version, summary, driver.errors,
                       resume is not None, executor.describe(), driver.messages, sealed.digest, notes,
                       # a partial run calls only some tools: no warning from it
-                      [] if project.selection else uncalled_tools(unchecked, driver.called))
+                      [] if project.selection else uncalled_tools(unchecked, driver.called),
+                      _retried(driver))
+
+
+def _retried(driver: _Driver) -> list[Any]:
+    """The cases the run retried (this process, or before a resume), in suite order."""
+    if driver.retries is None or not driver.retries.retried:
+        return []
+    from oloproof.app.selection import source_of
+
+    order = {sc.id: i for i, sc in enumerate(driver.project.suite_cases)}
+    return sorted(driver.retries.retried.values(), key=lambda r: (order.get(source_of(r.case_id), 0), r.case_id))
 
 
 def _set_trials(project: Project, store: EventStore, resume: str | None, trials: int | None) -> None:

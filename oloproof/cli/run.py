@@ -90,11 +90,14 @@ def run_options(*, resume: str, trials: str) -> Callable:
               help="Run only the cases that failed or were missing in the latest complete run of this suite.")
 @click.option("--quiet", "-q", is_flag=True, help="Print the criteria and the gate only.")
 @click.option("--no-slices", is_flag=True, help="Leave the slices out of what is printed.")
+@click.option("--junit", "junit_path", metavar="FILE",
+              help="Also write the run as JUnit XML to FILE: a test case per case (failed criteria as "
+                   "failures, errors as errors), and the gate as one more.")
 @handled
 def command(json_path: str | None, db: str | None, resume: str | None, durability: Durability,
             project_dir: str, trials: int | None, concurrency: int | None, workers: int | None,
             executor: str | None, scheduler: str | None, case_ids: tuple[str, ...], keyword: str | None,
-            limit: int | None, last_failed: bool, quiet: bool, no_slices: bool) -> None:
+            limit: int | None, last_failed: bool, quiet: bool, no_slices: bool, junit_path: str | None) -> None:
     """Run every case of the suite against the system, evaluate and gate — or only some of
     them (--case, -k, --limit, --last-failed): a partial run, recorded and sealed like any
     other, whose gate never passes (partial_run) and which is never a baseline.
@@ -111,6 +114,7 @@ def command(json_path: str | None, db: str | None, resume: str | None, durabilit
       oloproof run --concurrency 50 --json results.json
       oloproof run --case case_007 -q
       oloproof run --last-failed
+      oloproof run --json results.json --junit junit.xml
     """
     from oloproof.app.project import load_project
     from oloproof.app.selection import Selection
@@ -118,14 +122,15 @@ def command(json_path: str | None, db: str | None, resume: str | None, durabilit
     execute_run(load_project, json_path=json_path, db=db, resume=resume, durability=durability,
                 project_dir=project_dir, trials=trials, concurrency=concurrency, workers=workers,
                 executor=executor, scheduler=scheduler,
-                selection=Selection(case_ids, keyword, limit, last_failed), brief=quiet, slices=not no_slices)
+                selection=Selection(case_ids, keyword, limit, last_failed), brief=quiet, slices=not no_slices,
+                junit=junit_path)
 
 
 def execute_run(load: Callable[[str], Any], *, json_path: str | None, db: str | None, resume: str | None,
                 durability: Durability, project_dir: str, trials: int | None, concurrency: int | None,
                 workers: int | None, executor: str | None, scheduler: str | None,
                 after: Callable[[Any, Any], Any] | None = None, name: str = "oloproof run",
-                selection: Any = None, brief: bool = False, slices: bool = True) -> None:
+                selection: Any = None, brief: bool = False, slices: bool = True, junit: str | None = None) -> None:
     """``oloproof run`` (and ``oloproof prefix run``, whose ``load`` gives the prefix suite and
     whose ``after(store, outcome)`` gives what to print after the summary: what the candidate
     did at each boundary)."""
@@ -150,6 +155,8 @@ def execute_run(load: Callable[[str], Any], *, json_path: str | None, db: str | 
                     raise UsageError(f"--trials {trials}: must be between 1 and {MAX_TRIALS}")
             if json_path:
                 check_output_path(json_path)
+            if junit:
+                check_output_path(junit, "--junit")
             project = load(project_dir)
             info = project.prepare()  # every case, derived case and label checked before anything runs
             system = load_system(project)
@@ -182,6 +189,10 @@ def execute_run(load: Callable[[str], Any], *, json_path: str | None, db: str | 
                                         on_case=results.add if results else None, trials=trials,
                                         outputs=[json_path] if json_path else [])
                 extra = after(store, outcome) if after is not None else None
+                if junit:  # the sealed run as JUnit XML, read back from its events
+                    from oloproof.report.junit import build_junit
+
+                    junit_text = build_junit(store, outcome.run_id, outcome.summary.gate)
             except (Interrupted, KeyboardInterrupt) as e:
                 run_id = getattr(e, "run_id", "") or ""
                 if run_id:
@@ -214,14 +225,27 @@ def execute_run(load: Callable[[str], Any], *, json_path: str | None, db: str | 
             click.echo("error in " + one_line(message), err=True)  # one line each
         click.echo(f"{plural(outcome.errors, 'case')} errored; missing for every criterion "
                    f"(see 'oloproof show {outcome.run_id} CASE{log_args(db_path)}' for where each raised)", err=True)
+    if outcome.retried:  # a flaky environment shows: never hidden by the pass it got to
+        from oloproof.report.terminal import retried_table
+
+        out.print(Text(f"{plural(len(outcome.retried), 'case')} ran again after an infrastructure error "
+                       "(retries:); each verdict is its last attempt's", style="yellow"))
+        out.print(retried_table(outcome.retried))
     out.print(Text(exit_line(summary.gate)))
     click.echo(f"run {outcome.run_id} sealed. Its log digest, to check it later with\n"
                f"'oloproof audit verify --expect DIGEST{log_args(db_path)}':\n{outcome.log_digest}",
                err=json_path == "-")
     if results is not None:
-        results.write(results_dict(outcome.run_id, outcome.system_name, outcome.system_version,
-                                   project.suite, summary, outcome.log_digest))
+        document = results_dict(outcome.run_id, outcome.system_name, outcome.system_version,
+                                project.suite, summary, outcome.log_digest)
+        if project.config.retries is not None:
+            document["retried"] = [r.as_dict() for r in outcome.retried]
+        results.write(document)
         results.close()
+    if junit:
+        from oloproof.cli.common import write_text
+
+        write_text(junit, junit_text)
     decided_exit(summary.gate.exit_code if summary.gate else 0)
 
 

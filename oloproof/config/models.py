@@ -238,6 +238,47 @@ class PrefixConfig(Strict):
         return v
 
 
+#: the errors ``retries: {on: [...]}`` may name: the infrastructure's, never a verdict
+RETRY_ON = ("worker_died", "case_timeout", "system_error")
+#: the most ``retries.max`` may be
+MAX_RETRIES = 10
+
+
+class RetriesConfig(Strict):
+    """``retries: {max: N, on: [worker_died, case_timeout, system_error]}`` (SPEC §18.8): a case
+    whose attempt ended with one of the errors listed, and failed no criterion, is run again,
+    at most ``max`` more times. Every attempt stays in the log; the verdict is the last
+    attempt's. A case that failed a criterion is never run again."""
+
+    #: how many more times a case may run after its first attempt
+    max: int = Field(ge=1, le=MAX_RETRIES)
+    #: the error kinds that are retried (at least one; each of :data:`RETRY_ON`)
+    on: list[Literal["worker_died", "case_timeout", "system_error"]] = Field(min_length=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _on_is_a_key(cls, data: Any) -> Any:
+        # YAML 1.1 reads a plain `on` key as the boolean true (GitHub Actions' `on:` too):
+        # here it can only mean the key `on`
+        if isinstance(data, dict) and True in data and "on" not in data:
+            data = {("on" if k is True else k): v for k, v in data.items()}
+        return data
+
+    @field_validator("max", mode="before")
+    @classmethod
+    def _whole(cls, v: Any) -> Any:
+        if isinstance(v, bool):
+            raise ValueError("must be a whole number of retries, got a boolean")
+        return v
+
+    @field_validator("on")
+    @classmethod
+    def _once_each(cls, v: list[str]) -> list[str]:
+        if len(set(v)) != len(v):
+            raise ValueError("an error kind is listed twice")
+        return v
+
+
 class ProjectConfig(Strict):
     """The whole of ``oloproof.yaml`` (SPEC §3): the system, the suite's kind (regression or
     capability), the case file, evaluators, metrics (ids unique), slices, metamorphic
@@ -262,6 +303,9 @@ class ProjectConfig(Strict):
     #: times every case runs (a stochastic agent): each trial its own recording, the trials of
     #: a case one cluster; criteria then report pass^k beside the rate (SPEC §13)
     trials: int = Field(default=1, ge=1, le=MAX_TRIALS)
+    #: run a case again after an infrastructure error (``worker_died``, ``case_timeout``,
+    #: ``system_error``, as listed); None: never
+    retries: RetriesConfig | None = None
     #: frozen prefix cases (``oloproof prefix run``)
     prefix: PrefixConfig | None = None
     #: the rules of ``oloproof attribute`` (tools that verify or change, protected paths …;

@@ -88,6 +88,9 @@ def case_detail(view: CaseView, result: CaseResult, suite: SuiteEvaluation, repl
     }
     if view.state is not NO_STATE:
         detail["state"] = view.state
+    if view.attempts:  # retries: how the earlier attempts of a case run again ended
+        detail["attempts"] = [{"attempt": i, "error_kind": a.error_kind, "error": a.error}
+                              for i, a in enumerate(view.attempts, start=1)]
     from oloproof.report.panel import fault_line
 
     if fault_line(view):

@@ -3,7 +3,9 @@
 Each case gives an ``agent_trajectory/v1`` line (when it recorded a trajectory), an
 ``environment_state/v1`` line (when it recorded a state), and ``effect_ledger/v1`` and
 ``release_evidence/v1`` lines (when its sandbox recorded them), an ``attribution`` line (when
-``oloproof attribute`` stored one: the latest); each line carries the run, the
+``oloproof attribute`` stored one: the latest), an ``attempt`` line for each earlier attempt
+of a case run again after an infrastructure error (``retries:``: its error, error kind,
+traceback and steps; every other line is the last attempt's); each line carries the run, the
 case and the case's verdicts under the run's own configuration::
 
     {"record": "agent_trajectory/v1", "run_id": ..., "case_id": ..., "verdicts": {...},
@@ -51,6 +53,10 @@ def export_records(run_id: str, view: CaseView, verdicts: dict[str, Any],
     if t is None and view.state is NO_STATE and not view.effects and not view.evidence:
         yield canonical_json({"record": "case/v1", **head, "data": {"output": view.output,
                                                                      "error": view.error}}).decode()
+    for n, a in enumerate(view.attempts, start=1):  # retries: the earlier attempts stay visible
+        yield canonical_json({"record": "attempt", **head, "data": {
+            "attempt": n, "error": a.error, "error_kind": a.error_kind, "traceback": a.traceback,
+            "steps": len(a.trajectory.steps) if a.trajectory is not None else None}}).decode()
     if view.traceback is not None:  # where the system raised, whatever else was recorded
         yield canonical_json({"record": "error", **head, "data": {"error": view.error, "error_kind": view.error_kind,
                                                                   "traceback": view.traceback}}).decode()

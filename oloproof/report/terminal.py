@@ -490,6 +490,8 @@ def case_panel(view: CaseView, verdicts: dict[str, tuple[str, str | None]], path
             parts.append(traceback_text(view.traceback))
     else:
         parts.append(Text(f"output: {_short(view.output, 200)}"))
+    if view.attempts:
+        parts.append(attempts_text(view))
     vt = Grid(("criterion", "key"), ("verdict", "key"), ("reason", "text"))
     for name, (verdict, reason) in verdicts.items():
         vt.add_row(name, status_text(verdict), reason or "")
@@ -635,4 +637,25 @@ def replay_table(cases: list[dict[str, Any]]) -> Grid:
                 for op, e in c["effects"].items())
         verdict = c["verdict"] + (f" ({c['reason']})" if c.get("reason") else "")
         t.add_row(c["case_id"], cp_text, control_text, after_text, verdict)
+    return t
+
+
+def attempts_text(view: CaseView) -> Text:
+    """A retried case's attempts (``retries:``): how each earlier one ended, one line each
+    (the error escaped onto its line), and that the verdict is the last attempt's."""
+    n = len(view.attempts) + 1
+    lines = [f"attempts: {n} (retries:) · the verdict is attempt {n}'s, "
+             f"which {'ended with ' + view.error_kind if view.error_kind else 'finished'}"]
+    for i, a in enumerate(view.attempts, start=1):
+        lines.append(f"  attempt {i}: {a.error_kind or 'system_error'}: {one_line(a.error or '')}")
+    return Text("\n".join(lines), style="yellow")
+
+
+def retried_table(retried: list[Any]) -> Grid:
+    """The cases a run ran again after an infrastructure error (``retries:``, a
+    :class:`~oloproof.app.retries.Retried` each): how many attempts, how each earlier one
+    ended and how the last one did."""
+    t = Grid(("case", "key"), ("attempts", "key"), ("earlier attempts ended with", "text"), ("last attempt", "key"))
+    for r in retried:
+        t.add_row(r.case_id, str(r.attempts), ", ".join(r.errors), r.last or "finished")
     return t

@@ -257,6 +257,14 @@
     if (c.fault) head.push([td("fault"), td(c.fault)]);
     head.push([td(c.error ? "error" : "output"), tdPre(c.error || c.output)]);
     if (c.traceback) head.push([td("traceback"), el("td", null, [el("pre", { cls: "traceback", text: c.traceback })])]);
+    if (c.attempts && c.attempts.length) {  // retries: earlier attempts; the verdict is the last one's
+      var n = c.attempts.length + 1;
+      head.push([td("attempts"), el("td", { cls: "attempts" }, [
+        el("p", { text: n + " attempts; the verdicts are attempt " + n + "'s" }),
+        table(["attempt", "ended with", "error"], c.attempts.map(function (a) {
+          return [td(String(a.attempt)), td(a.error_kind || "error"), tdPre(a.error || "")];
+        }))])]);
+    }
     panel.appendChild(table(["", ""], head));
     panel.appendChild(el("h3", { text: "Verdicts" }));
     var verdicts = table(["criterion", "verdict", "reason"], criteria.map(function (k) {
