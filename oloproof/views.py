@@ -26,6 +26,7 @@ from oloproof.events import (
     EnvironmentStateRecorded,
     Event,
     EvidenceRecorded,
+    JudgementRecorded,
     ReplayFinished,
     ReplayStarted,
     StepRecorded,
@@ -127,6 +128,8 @@ class CaseView(msgspec.Struct, frozen=True):
     evidence: tuple[EvidenceRecorded, ...] = ()
     #: model usage the agent reported (``current_case().usage``), in order
     usage: tuple[UsageRecorded, ...] = ()
+    #: model judges' judgements of the case (``judgement.v1``), in the order they were recorded
+    judgements: tuple[JudgementRecorded, ...] = ()
 
     @property
     def cluster(self) -> str:
@@ -217,14 +220,19 @@ def fold_case(events: Sequence[Event], stream: str = "?") -> CaseView:
         return _fold_attempts(events, stream)
     start: CaseStarted = events[0]
     fields: dict[str, Any] = {}
+    judgements: list[JudgementRecorded] = []
     for ev in _fold_environment(events[1:], fields, ("effects", "evidence", "usage")):
-        if type(ev) is CaseFinished:
+        if type(ev) is JudgementRecorded:
+            judgements.append(cast(JudgementRecorded, ev))
+        elif type(ev) is CaseFinished:
             fields["output"] = ev.output
             fields["error"] = ev.error
             fields["error_kind"] = ev.error_kind
             if ev.traceback is not None:
                 fields["traceback"] = ev.traceback
             fields["finished"] = True
+    if judgements:
+        fields["judgements"] = tuple(judgements)
     return CaseView(
         case_id=start.case_id,
         position=start.position,

@@ -276,7 +276,7 @@ def audit_log(store: EventStore) -> LogAudit:
                             "(deleted whole)")
     known = set(run_ids)
     orphans = sorted({n.split("/", 1)[0] for n in names
-                      if "/" in n and not n.startswith((PREFIX, "pin/", "attribution/", "push/"))} - known)
+                      if "/" in n and not n.startswith((PREFIX, "pin/", "attribution/", "push/", "judgement/"))} - known)
     for run_id in orphans:
         problems.append(f"{run_id}/…: case streams of a run that no longer exists (its run stream is gone)")
     problems.extend(_deep_check(store, [PREFIX], []))

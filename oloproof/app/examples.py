@@ -13,7 +13,8 @@ EXAMPLES = {"stateful-agent": "stateful_agent", "support-agent": "support_agent"
             "prefix-regression": "prefix_regression", "pydantic-ai-agent": "pydantic_ai_agent",
             "pydantic-ai-team": "pydantic_ai_team",
             "openai-agents-team": "openai_agents_team", "deliverables": "deliverables",
-            "langgraph-team": "langgraph_team", "banking-agent": "banking_agent"}
+            "langgraph-team": "langgraph_team", "banking-agent": "banking_agent",
+            "judged-agent": "judged_agent"}
 #: what ``oloproof init --blank`` copies: a runnable skeleton to start a project from
 BLANK = "blank"
 _FOLDERS = {**EXAMPLES, BLANK: "blank"}

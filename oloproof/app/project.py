@@ -57,6 +57,7 @@ class Project:
         # the suite's python checks are imported as the project is made, whatever made it
         # (load_project, a prefix project): before anything runs, errors located
         bind_checks(self)
+        bind_judges(self)
 
     @property
     def config_digest(self) -> str:
@@ -109,7 +110,28 @@ class Project:
         self.suite.set_metamorphic(self.config.metamorphic.transforms if self.config.metamorphic else [], labels)
         if labels:
             self.stored_config["labels"] = labels
+        self._judge_labels(info)
         return info
+
+    def _judge_labels(self, info: SuiteInfo) -> None:
+        """People's labels of the model judges' criteria (``calibration:``), validated against
+        the suite's case ids and stored with the run's configuration: a stored run's gate is
+        decided with the labels it ran with; ``oloproof eval`` reads them as they are now."""
+        from oloproof.config.judge_labels import load_judge_labels
+        from oloproof.evaluate.judge import ModelJudge
+
+        base = tuple(self.evaluators_path)
+        judges = [(ev.criterion, ev.config.calibration, self.locator.where(base + (i, "calibration")))
+                  for i, ev in enumerate(self.suite.evaluators)
+                  if isinstance(ev, ModelJudge) and ev.config.calibration is not None]
+        if not judges and not any(isinstance(ev, ModelJudge) for ev in self.suite.evaluators):
+            return
+        # a suite without transforms keeps no ids: the source cases' own, read again
+        ids = info.ids or frozenset(c.id for c in self.cases) if judges else info.ids
+        labels = load_judge_labels(self.root, judges, ids)
+        self.suite.set_judge_labels(labels)
+        if labels:
+            self.stored_config["judge_labels"] = {c: {k: list(v) for k, v in ls.items()} for c, ls in labels.items()}
 
 
 def load_project(root: Path | str = ".", config_file: str = CONFIG_FILE) -> Project:
@@ -167,6 +189,7 @@ def suite_from_stored(stored: dict[str, Any], label: str = "<stored run config>"
     if config.metamorphic:
         suite.set_metamorphic(config.metamorphic.transforms, stored.get("labels") or {})
     bind_stored_checks(suite, root, trusted=trusted)
+    bind_stored_judges(suite, stored)
     return suite
 
 
@@ -235,6 +258,70 @@ def bind_stored_checks(suite: SuiteEvaluation, root: Path | str | None, *, trust
             ev.bind(fn, check_digest(fn, ev.spec), str(folder))
         except ConfigError as e:
             ev.unbound(str(e))
+
+
+# ---- model judges (``type: model_judge``): a Python judge is user code, imported here ---------
+
+def judge_problem(fn: Any) -> str | None:
+    """Why ``fn`` cannot be a Python judge, or None: it must be a synchronous callable taking
+    ``(prompt, *, case)``."""
+    import inspect
+
+    if not callable(fn):
+        return f"is not callable (it is {type(fn).__name__})"
+    call = None if inspect.isroutine(fn) or isinstance(fn, type) else type(fn).__call__
+    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(call):
+        return "is an async function; a judge is a plain function: def judge(prompt, *, case) -> dict"
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    try:
+        signature.bind("", case=None)
+    except TypeError:
+        return f"must take (prompt, *, case) (its signature is {signature})"
+    return None
+
+
+def bind_judges(project: Project) -> None:
+    """Import every Python judge (``judge: module:function``) of ``project``'s model judges as
+    python checks are imported (a located :class:`ConfigError`, exit 2, for one that is not
+    there, raises on import or cannot be a judge), and store the digest of each one's code with
+    the run's configuration (``judges``: ``module:function`` -> digest): a judge whose code
+    changed is another judge (its ``model`` is ``code:<digest>``), never answered from the cache
+    of the old one."""
+    from oloproof.config.locate import dotted
+    from oloproof.evaluate.judge import ModelJudge
+
+    digests: dict[str, str] = {}
+    base = tuple(project.evaluators_path)
+    for i, ev in enumerate(project.suite.evaluators):
+        if not isinstance(ev, ModelJudge) or ev.provider is not None:
+            continue
+        path = base + (i, "judge")
+        where, label = project.locator.where(path), dotted(path)
+        fn = _import_object(project.root, ev.judge_id, label, where, fresh=not digests)
+        problem = judge_problem(fn)
+        if problem is not None:
+            raise ConfigError(f"{where}: {label} {ev.judge_id!r} {problem}")
+        ev.bind(fn, check_digest(fn, ev.judge_id))
+        digests[ev.judge_id] = ev.digest
+    if digests:
+        project.stored_config["judges"] = digests
+
+
+def bind_stored_judges(suite: SuiteEvaluation, stored: dict[str, Any]) -> None:
+    """A stored run's model judges, as it ran: the code digest of each Python judge (which
+    judgements it reads) and the labels it was calibrated with. Nothing is imported: a stored
+    run is never judged again, only read."""
+    if not suite.judges:
+        return
+    digests = stored.get("judges") or {}
+    for _, ev in suite.judges:
+        if ev.provider is None:
+            ev.bind(None, str(digests.get(ev.judge_id, "")))
+    labels = stored.get("judge_labels") or {}
+    suite.set_judge_labels({c: {k: (v[0], v[1]) for k, v in ls.items()} for c, ls in labels.items()})
 
 
 def project_folder(start: Path | None = None) -> Path | None:

@@ -79,7 +79,7 @@ def case_rows(run_id: str, view: CaseView, result: CaseResult, criteria: list[st
 
 
 #: streams that are neither a run nor a case of one (oloproof.events): no projection rows
-NO_ROWS = ("replay/", "pin/", "attribution/", "push/")
+NO_ROWS = ("replay/", "pin/", "attribution/", "push/", "judgement/")
 
 
 class RunProjector:

@@ -39,6 +39,7 @@ from typing import Any, cast
 
 from oloproof.app.audit import seal
 from oloproof.app.jobs import JUDGE_JOB, JudgeArgs
+from oloproof.app.judging import Judging, judgement_appends
 from oloproof.app.project import (
     LoadedSystem,
     Project,
@@ -170,10 +171,13 @@ class _Driver:
         self.waiting: dict[str, list[tuple[CaseView, Replays]]] = {}
         # cases that need no other evidence are judged where they ran, when that is another
         # process: the driver then only commits and counts (see oloproof.app.jobs)
-        self.judge_remotely = executor.remote and not self.specs and not (self.transforms and self.suite.needs_pairs)
+        self.judge_remotely = executor.remote and not self.specs and not (self.transforms and self.suite.needs_pairs) \
+            and not self.suite.judges
         self.config = canonical_json(project.stored_config)
         #: the run held for this process while it writes it (SQLiteStore.claim_run)
         self.held = contextlib.ExitStack()
+        #: the run's model judges (oloproof.app.judging): None when the suite has none
+        self.judging: Judging | None = None
         #: named tools that could not be checked (the system declares none): those called so far
         self.watch: set[str] = set()
         self.called: set[str] = set()
@@ -268,7 +272,8 @@ class _Driver:
         exhausted = False
         end = object()
         while True:
-            while not exhausted and executor.outstanding < executor.capacity:
+            judging = self.judging  # cases waiting for a judge hold a place too: memory stays flat
+            while not exhausted and executor.outstanding + (judging.outstanding if judging else 0) < executor.capacity:
                 item = next(work, end)
                 if item is end:
                     exhausted = True
@@ -281,11 +286,16 @@ class _Driver:
                     else:
                         self._job(CASE_JOB, args)
             if executor.outstanding == 0:
+                if judging is not None and judging.outstanding:
+                    self._judged_in(judging.finished(0.25))
+                    continue
                 if exhausted:
                     break
                 continue
             # a bounded wait, so that Ctrl-C is handled promptly whatever the executor waits on
-            self._handle(executor.poll(0.25))
+            self._handle(executor.poll(0.25 if judging is None or not judging.outstanding else 0.02))
+            if judging is not None and judging.outstanding:
+                self._judged_in(judging.finished())
             if self.rows.due():
                 self.store.commit((), self.rows.take())
                 refresh_search(self.store)  # after the cases' own transactions, at the rows' pace
@@ -399,8 +409,37 @@ class _Driver:
                 entry[1] -= 1
                 if entry[1] <= 0:
                     del self.sources[view.cluster]
+        if self.judging is not None:  # its model judges first: their judgements are its evidence
+            requests = self.suite.pending_judgements(view, replays=replays, pair_source=source)
+            if requests:
+                answers = self.judging.ask(view.with_evidence(replays=replays, pair_source=source), requests,
+                                           (view, replays, source))
+                if answers is None:  # asked: judged when they answer (_judged_in)
+                    return
+                view = self._add_judgements(view, answers)
         result = self.suite.evaluate(view, replays=replays, pair_source=source)
         self._count(result, case_rows(self.run_id, view, result, self.suite.criteria, self.key))
+
+    def _judged_in(self, answered: list[tuple[Any, list[Any]]]) -> None:
+        """Cases whose model judges answered: their judgements appended, then judged."""
+        for (view, replays, source), events in answered:
+            view = self._add_judgements(view, events)
+            result = self.suite.evaluate(view, replays=replays, pair_source=source)
+            self._count(result, case_rows(self.run_id, view, result, self.suite.criteria, self.key))
+
+    def _add_judgements(self, view: CaseView, events: list[Any]) -> CaseView:
+        """Append a case's judgements to its stream (and new answers to the cache) in one
+        transaction; the view with them."""
+        from oloproof.errors import DuplicateEventError
+
+        appends = judgement_appends(self.store, f"{self.run_id}/{view.case_id}", events)
+        try:
+            self.store.commit(appends)
+        except DuplicateEventError:  # another run cached one of these answers meanwhile: the case's own
+            self.store.commit(appends[:1])
+        import msgspec
+
+        return msgspec.structs.replace(view, judgements=view.judgements + tuple(events))
 
     def _count(self, result: CaseResult, rows: dict[str, list[tuple]]) -> None:
         assert self.acc is not None
@@ -436,6 +475,12 @@ def run_suite(project: Project, system: LoadedSystem, store: EventStore, info: S
     driver = _Driver(project, system, store, executor, keep_cases=keep_cases, progress=progress,
                      on_case=on_case, clock=clock, outputs=outputs)
     driver.watch = {n.tool for n in unchecked}
+    if project.suite.judges:  # a provider's variables are read here: a missing one stops the run unwritten
+        from oloproof.app.judging import judge_concurrency
+
+        base = tuple(project.evaluators_path)
+        driver.judging = Judging(project.suite, store, judge_concurrency(executor), where={
+            e.criterion: project.locator.where(base + (i, "judge")) for i, e in project.suite.judges})
     # what start-up built (modules, config, the system) lives as long as the run: keep the
     # garbage collector from walking it again after every few thousand allocations
     gc.freeze()
@@ -470,6 +515,8 @@ def run_suite(project: Project, system: LoadedSystem, store: EventStore, info: S
     finally:
         gc.unfreeze()  # a long-lived process (a notebook, a test) collects them again
         executor.close(cancel=stopped)
+        if driver.judging is not None:
+            driver.judging.close(cancel=stopped)
         if stopped:  # keep what was judged: the projections catch up on resume anyway
             with contextlib.suppress(Exception):
                 store.commit((), driver.rows.take())
@@ -479,6 +526,9 @@ def run_suite(project: Project, system: LoadedSystem, store: EventStore, info: S
         sealed = driver.finish()
     finally:
         driver.held.close()  # the run is sealed (or not): another process may take it up
+    if driver.judging is not None and (driver.judging.calls or driver.judging.cached):
+        notes.append(f"model judges: {driver.judging.calls} judgement(s) asked, {driver.judging.cached} read from "
+                     "the cache (an unchanged output is never judged twice)")
     evidence = {}
     if project.suite.regression_criteria:
         from oloproof.app.evidence import regression_evidence

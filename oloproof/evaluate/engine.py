@@ -49,6 +49,10 @@ class CaseResult:
     #: which trial of the case (1…k under ``trials: k``; its id is then ``c/t``, its cluster
     #: the case ``c``); None for a single trial
     trial: int | None = None
+    #: for each model judge criterion with labels (``SuiteEvaluation.labelled_judges``): the
+    #: prompt digest of the judgement its verdict read ("" none), to tell a label of this
+    #: output from a label of another
+    judged: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -118,6 +122,8 @@ class Summary:
     #: :class:`~oloproof.stats.passk.PassHatK`) by criterion name
     trials: int = 1
     pass_hat_k: dict[str, Any] = field(default_factory=dict)
+    #: model judge criteria: criterion -> its :class:`~oloproof.evaluate.judge.JudgeCalibration`
+    judges: dict[str, Any] = field(default_factory=dict)
     #: the suite's ``kind`` (``regression``, ``capability``; None: not declared), which the
     #: reports name beside the gate
     kind: str | None = None
@@ -149,6 +155,14 @@ class SuiteEvaluation:
         self.release_criterion = next((e.criterion for e in evaluators
                                        if getattr(e, "type_name", "") == "release_class"),
                                       None)
+        #: (index, evaluator) of every model judge (``model_judge``): judged after the others,
+        #: reading their verdicts for ``after:``; the runner asks the judge first
+        self.judges: list[tuple[int, Any]] = [(i, e) for i, e in enumerate(evaluators)
+                                               if getattr(e, "judge_spec", None) is not None]
+        self._after = {i: [(c, self.criteria.index(c)) for c in e.after if c in self.criteria]
+                       for i, e in self.judges}
+        #: the model judges with labels (calibration): their prompt digests are kept per case
+        self.labelled_judges: list[tuple[int, Any]] = []
         #: the criteria of ``no_regression`` rules, compared case by case with a baseline run
         self.regression_criteria = list(dict.fromkeys(
             r.criterion for r in (release.rules if release else []) if r.no_regression is not None))
@@ -161,6 +175,43 @@ class SuiteEvaluation:
         for e in self.evaluators:
             if e.transform is not None:
                 e.labels = labels.get(e.transform, {})
+
+    def set_judge_labels(self, labels: dict[str, dict[str, tuple[str, str | None]]]) -> None:
+        """Hand each model judge its people's labels (criterion -> case id -> (label, prompt
+        digest or None)), for its calibration (:mod:`oloproof.evaluate.judge`)."""
+        for _, e in self.judges:
+            e.set_labels(labels.get(e.criterion, {}))
+        self.labelled_judges = [(i, e) for i, e in self.judges if e.config.calibration is not None]
+
+    def pending_judgements(self, case: CaseView, *, replays: Replays, pair_source: CaseView | None) -> list[Any]:
+        """The questions (:class:`~oloproof.evaluate.judge.JudgeRequest`) the suite's model
+        judges must be asked about ``case`` before it can be judged: each judge whose case is
+        selected, passed its ``after:`` criteria and has no judgement yet."""
+        if not self.judges:
+            return []
+        case = case.with_evidence(replays=replays, pair_source=pair_source)
+        prior = self._prior(case)
+        out = []
+        for i, e in self.judges:
+            if e.when is not None and not e.when.selects(split_trial(case.case_id)[0], split_trial(case.cluster)[0],
+                                                         case.tags, case.metadata):
+                continue
+            if e.pending(case, prior.get(i, {})):
+                out.append(e.request(case))
+        return out
+
+    def _prior(self, case: CaseView) -> dict[int, dict[str, Verdict]]:
+        """For each model judge, the verdicts of its ``after:`` criteria on ``case``."""
+        needed = {j for pairs in self._after.values() for _, j in pairs}
+        verdicts = {j: self._one(self.evaluators[j], case) for j in needed}
+        return {i: {c: verdicts[j] for c, j in pairs} for i, pairs in self._after.items()}
+
+    @staticmethod
+    def _one(e: Evaluator, case: CaseView) -> Verdict:
+        if e.when is not None and not e.when.selects(split_trial(case.case_id)[0], split_trial(case.cluster)[0],
+                                                     case.tags, case.metadata):
+            return NOT_SELECTED
+        return e.evaluate_paths(case)[0] if e.has_paths else e.evaluate(case)  # type: ignore[attr-defined]
 
     def relation_transform(self, criterion: str) -> str | None:
         """The transform a metamorphic criterion is about, or None."""
@@ -177,21 +228,28 @@ class SuiteEvaluation:
         and ``pair_source`` (the source case of a derived case, else ``None``)."""
         case = case.with_evidence(replays=replays, pair_source=pair_source)
         paths: list[Any] = []
-        verdicts = []
+        verdicts: list[Any] = []
         selection: tuple[str, str] | None = None
-        for e in self.evaluators:
+        judges = self._after
+        for i, e in enumerate(self.evaluators):
             if e.when is not None:
                 if selection is None:
                     selection = split_trial(case.case_id)[0], split_trial(case.cluster)[0]
                 if not e.when.selects(selection[0], selection[1], case.tags, case.metadata):
                     verdicts.append(NOT_SELECTED)
                     continue
+            if i in judges:  # a model judge reads the others' verdicts (after:): judged below
+                verdicts.append(None)
+                continue
             if e.has_paths:
                 verdict, checks = e.evaluate_paths(case)  # type: ignore[attr-defined]
                 paths.extend(checks)
             else:
                 verdict = e.evaluate(case)
             verdicts.append(verdict)
+        for i, e in self.judges:
+            if verdicts[i] is None:
+                verdicts[i] = e.evaluate_after(case, {c: verdicts[j] for c, j in judges[i]})
         cluster = case.cluster
         trial = case.started.trial if case.started is not None else None
         if trial is not None:  # the trials of a case (and of its derived cases) are one cluster
@@ -208,6 +266,7 @@ class SuiteEvaluation:
             self.release_criterion is not None and case.trajectory is not None
             and case.trajectory.terminal_status == "success",
             trial=trial,
+            judged=tuple(e.prompt_digest_of(case) for _, e in self.labelled_judges),
         )
 
     def summarize(self, results: Iterable[CaseResult]) -> Summary:
@@ -280,6 +339,10 @@ class Accumulator:
         self._release = suite.criteria.index(suite.release_criterion) if suite.release_criterion else None
         self.release_classes: dict[str, int] = {}
         self.false_passes = 0
+        from oloproof.evaluate.judge import LabelTally
+
+        #: model judges with labels: (criterion index, evaluator, its verdicts on labelled cases)
+        self._label_tallies = [(i, e, LabelTally()) for i, e in suite.labelled_judges]
 
     def add(self, r: CaseResult) -> None:
         """Fold one case result (one trial) into the tallies: criteria and slice counts (per
@@ -321,6 +384,11 @@ class Accumulator:
                 if valid is not None:
                     pair_counts[1] += 1
                     pair_counts[2] += valid
+        for k, (i, e, labelled) in enumerate(self._label_tallies):
+            label = e.judge_labels.get(r.case_id)
+            if label is not None:
+                got = r.judged[k] if k < len(r.judged) else ""
+                labelled.add(label[0], r.verdicts[i][0], label[1] is None or not got or label[1] == got)
         if self.cases is not None:
             self.cases.append(r)
         if self.trials > 1 and r.trial is not None:
@@ -448,6 +516,7 @@ class Accumulator:
         for t in suite.transforms:
             pairs, labelled, valid = self.pairs[t.name]
             checks.append(TransformCheck(t.name, pairs, labelled, valid, t.minimum_validity))
+        judges = self._calibrations(criteria)
         gate = None
         if suite.release is not None:
             from oloproof.evaluate.gate import GateContext
@@ -461,6 +530,8 @@ class Accumulator:
                 regressions=dict(regressions or {}),
                 pass_hat_k=pass_hat_k,
                 partial=partial,
+                uncalibrated={name: j.problem for name, j in judges.items() if not j.calibrated},
+                corrected={name: j.corrected for name, j in judges.items() if j.corrected is not None},
             )
             gate = judge_gate(suite.release, criteria, context)
         cases = sorted(self.cases, key=_order) if self.cases is not None else []
@@ -468,7 +539,20 @@ class Accumulator:
         return Summary(criteria, metrics, slice_rows, gate, cases, self.sources, checks,
                        dict(self.release_classes) if release else None, self.false_passes if release else None,
                        complete, committed, max(committed, expected or committed),
-                       trials=self.trials, pass_hat_k=pass_hat_k, kind=suite.kind)
+                       trials=self.trials, pass_hat_k=pass_hat_k, kind=suite.kind, judges=judges)
+
+    def _calibrations(self, criteria: dict[str, RateInterval]) -> dict[str, Any]:
+        """Each model judge criterion's calibration against its labels (with the corrected rate
+        when calibrated), from the labelled cases added so far."""
+        if not self.suite.judges:
+            return {}
+        from oloproof.evaluate.judge import LabelTally, calibrate
+
+        tallies = {e.criterion: tally for _, e, tally in self._label_tallies}
+        return {e.criterion: calibrate(e.criterion, tallies.get(e.criterion, LabelTally()), len(e.judge_labels),
+                                       criteria[e.criterion], min_labels=e.min_labels,
+                                       min_agreement=e.min_agreement)
+                for _, e in self.suite.judges}
 
 
 class _Tally:
@@ -610,6 +694,9 @@ def build_suite(config: ProjectConfig, locator: Locator, release: ReleaseConfig 
         problem = check(transforms[name]) if name is not None and check is not None else None
         if problem is not None:
             raise ConfigError(f"{locator.where(('evaluators', i))}: evaluators[{i}] ({ev.criterion}): {problem}")
+    from oloproof.evaluate.judge import check_after
+
+    check_after(evaluators, where_criterion, locator)
     if release is not None:
         rl = release_locator or Locator("release.yaml")
         for k, rule in enumerate(release.rules):

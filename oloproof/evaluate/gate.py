@@ -13,6 +13,12 @@ Rule kinds:
   needs ``allow_approximate_methods: true`` and at least 20 source clusters (cases); a run of
   one trial per case has no pass^k (``single_trial``).
 
+A rule on a model judge's criterion (``model_judge``, SPEC §18.6) whose judge people's labels do
+not (yet) vouch for — too few labels, or an agreement whose low end is below ``min_agreement`` —
+is ``INSUFFICIENT_EVIDENCE`` (``judge_not_calibrated``), whatever its kind; on a calibrated one,
+``min_lower_bound`` and ``min_rate`` read the judge-corrected interval and rate
+(:mod:`oloproof.stats.correction`), ``max_failures`` and ``no_regression`` the judge's verdicts.
+
 Before any of that: a rule over a metamorphic relation whose transform the validity labels do
 not vouch for is ``INSUFFICIENT_EVIDENCE`` (``transform_not_checked``); a rule on the interval
 or the rate of clustered cases needs ``allow_approximate_methods: true``
@@ -109,6 +115,11 @@ class GateContext:
     #: the metamorphic relation criteria: their rules on an interval or a rate follow the
     #: cluster rule of clustered rates (module docstring), whatever their row's method
     paired: set[str] = field(default_factory=set)
+    #: model judge criteria whose judge is not calibrated -> why, in words
+    uncalibrated: dict[str, str | None] = field(default_factory=dict)
+    #: calibrated model judge criteria -> the judge-corrected rate and interval (a
+    #: :class:`~oloproof.stats.correction.CorrectedRate`), which interval rules read
+    corrected: dict[str, Any] = field(default_factory=dict)
 
 
 _T = TypeVar("_T")
@@ -162,6 +173,10 @@ def _judge_rule(rule: Rule, row: RateInterval, context: GateContext) -> RuleResu
     if rule.criterion in context.unchecked:
         return result("INSUFFICIENT_EVIDENCE", "transform_not_checked",
                       "its transform is not (yet) vouched for by validity labels")
+    if rule.criterion in context.uncalibrated:
+        problem = context.uncalibrated[rule.criterion]
+        return result("INSUFFICIENT_EVIDENCE", "judge_not_calibrated",
+                      "its model judge is not calibrated against people's labels" + (f": {problem}" if problem else ""))
     paired = rule.criterion in context.paired
     if (row.approximate or paired) and kind not in ("max_failures", "no_regression"):  # a count needs no interval
         if not context.allow_approximate_methods:
@@ -174,6 +189,16 @@ def _judge_rule(rule: Rule, row: RateInterval, context: GateContext) -> RuleResu
                           f"{context.source_clusters} source clusters < {MIN_CLUSTERS} needed")
     if kind == "no_regression":
         return _no_regression(rule, context, result)
+    corrected = context.corrected.get(rule.criterion) if kind in ("min_lower_bound", "min_rate") else None
+    if corrected is not None:  # the judge's errors taken out: the judge-corrected rate and interval
+        from dataclasses import replace
+
+        row = replace(row, rate=corrected.rate, low=corrected.low, high=corrected.high)
+        plain = result
+
+        def result(status: str, reason: str | None, detail: str | None = None) -> RuleResult:
+            said = f"judge-corrected {detail} ({corrected.method})" if detail else None
+            return plain(status, reason, said)
     if kind == "min_pass_hat_k":
         return _min_pass_hat_k(rule, context, result)
     if kind == "max_failures":

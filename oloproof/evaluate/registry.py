@@ -9,6 +9,7 @@ from __future__ import annotations
 from oloproof.evaluate import (  # noqa: F401  (each registers itself on import)
     claims,
     fault,
+    judge,
     metamorphic,
     multiagent,
     output,

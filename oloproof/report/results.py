@@ -49,6 +49,13 @@ def _pass_hat_k(ph: Any) -> dict[str, Any]:
     }
 
 
+def _judge(j: Any) -> dict[str, Any]:
+    """A model judge criterion's ``judge`` (its calibration) and ``corrected`` (SPEC §18.6)."""
+    from oloproof.report.judge import judge_dict
+
+    return judge_dict(j)
+
+
 def results_dict(run_id: str, system_name: str, system_version: str, suite: SuiteEvaluation,
                  summary: Summary, log_digest: str | None = None) -> dict[str, Any]:
     """The results document. ``complete`` is false for a run that is not sealed (its gate
@@ -60,6 +67,7 @@ def results_dict(run_id: str, system_name: str, system_version: str, suite: Suit
             "excluded": r.excluded, "rate": _num(r.rate), "low": _num(r.low), "high": _num(r.high),
             "method": r.method, **({"clusters": r.clusters} if r.approximate else {}),
             **(_pass_hat_k(summary.pass_hat_k[name]) if name in summary.pass_hat_k else {}),
+            **(_judge(summary.judges[name]) if name in summary.judges else {}),
         })
     metrics = []
     for m in summary.metrics:

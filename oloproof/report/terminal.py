@@ -249,6 +249,10 @@ def criteria_table(summary: Summary) -> Grid:
     t = Grid(("criterion", "key"), ("rate", "key"), ("interval", "key"), ("evidence", "text"))
     for name, r in summary.criteria.items():
         t.add_row(name, pct(r.rate), interval_text(r), counts_text(r))
+        if name in summary.judges:  # a model judge: its calibration, and the corrected rate
+            from oloproof.report.judge import judge_row
+
+            t.add_row(*judge_row(summary.judges[name]))
     for m in summary.metrics:
         q = m.interval
         value = "–" if q.value is None else _with_unit(q.value, m.unit)
@@ -496,6 +500,11 @@ def case_panel(view: CaseView, verdicts: dict[str, tuple[str, str | None]], path
     for name, (verdict, reason) in verdicts.items():
         vt.add_row(name, status_text(verdict), reason or "")
     parts.append(vt)
+    if view.judgements:
+        from oloproof.report.judge import judgement_lines
+
+        parts.append(Text("model judges' judgements", style="bold"))
+        parts.extend(Text(line) for line in judgement_lines(view))
     if paths:
         parts.append(Text("compared state paths", style="bold"))
         parts.append(paths_table(paths))

@@ -49,7 +49,15 @@ from typing import TYPE_CHECKING, Any, cast
 import msgspec
 
 from oloproof.errors import CorruptLogError, DuplicateEventError, RunBusyError, StoreError
-from oloproof.events import HMAC_SHA256, SEARCHED_TYPES, SHA256, replayed_stream, scheme_of, search_fields
+from oloproof.events import (
+    HMAC_SHA256,
+    JUDGEMENT_CACHE,
+    SEARCHED_TYPES,
+    SHA256,
+    replayed_stream,
+    scheme_of,
+    search_fields,
+)
 from oloproof.store.base import (
     PROJECTIONS,
     PROJECTIONS_VERSION,
@@ -705,6 +713,8 @@ class PostgresStore(EventStore):
 
     def _search_row(self, stream: str, type_: str, payload: bytes,
                     firsts: dict[str, bytes]) -> tuple[str, str, int | None, str, str | None, str | None, str] | None:
+        if stream.startswith(JUDGEMENT_CACHE):  # the cache's copy: its case holds the judgement
+            return None
         try:
             fields = search_fields(type_, payload)
         except Exception:  # noqa: BLE001 - a payload that does not decode: `audit verify` reports it

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from oloproof.errors import StoreError, UsageError
-from oloproof.events import SEARCHED_TYPES, replayed_stream, search_fields
+from oloproof.events import JUDGEMENT_CACHE, SEARCHED_TYPES, replayed_stream, search_fields
 
 TABLE = "search_steps"
 FTS = TABLE + "_fts"
@@ -119,6 +119,8 @@ def catch_up(conn: sqlite3.Connection) -> int:
             break
         rows = []
         for pos, stream, type_, payload in batch:
+            if stream.startswith(JUDGEMENT_CACHE):  # the cache's copy: its case holds the judgement
+                continue
             try:
                 fields = search_fields(type_, payload)
             except Exception:  # noqa: BLE001 - a payload that does not decode: `audit verify` reports it
