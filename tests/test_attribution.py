@@ -214,7 +214,9 @@ def test_earliest_finding_is_primary_and_later_ones_are_consequences():
     hypotheses = " ".join(x["hypothesis"] for x in a.alternatives)
     assert "declared_complete_without_verification at step 13" in hypotheses
     assert "tool_error_ignored at step 13" in hypotheses
-    assert a.evidence == a.primary["evidence"] and a.evidence[0]["step"] == 5
+    assert a.evidence[:len(a.primary["evidence"])] == a.primary["evidence"] and a.evidence[0]["step"] == 5
+    # then how the primary reaches the failure: the outcome at the end, through assumed links
+    assert a.evidence[-1]["step"] == 13 and "reached from step 5" in a.evidence[-1]["text"]
     assert a.failed_criteria == ["tests_pass"]
     assert a.recoverability == {"status": "unknown"}
 

@@ -33,7 +33,7 @@ import msgspec
 from oloproof.app.project import Project, load_project, suite_from_stored
 from oloproof.config.locate import validate_model
 from oloproof.errors import ConfigError, CorruptLogError, UsageError
-from oloproof.evaluate.attribution import Attribution, AttributionSettings, attribute
+from oloproof.evaluate.attribution import Attribution, AttributionSettings, attribute, from_bisection, symptoms_of
 from oloproof.events import AttributionRecorded, ReplayStarted, canonical_json
 from oloproof.store.base import EventStore, StreamAppend
 from oloproof.store.log import EventLog
@@ -85,6 +85,14 @@ class AttributionResult:
     probes: list[dict[str, Any]] = field(default_factory=list)
 
 
+def state_criteria(suite: Any) -> set[str]:
+    """The criteria of ``suite`` judged by a state evaluator: their failed paths are state
+    paths, which the attribution's trace locates at the step that wrote them."""
+    from oloproof.evaluate.state import StateEvaluator
+
+    return {e.criterion for e in suite.evaluators if isinstance(e, StateEvaluator)}
+
+
 def latest_attribution(store: EventStore, run_id: str, case_id: str) -> dict[str, Any] | None:
     """The latest stored attribution of a case, or None. Its stream's chain is checked first:
     a record altered in the log is refused (CorruptLogError), never used."""
@@ -120,12 +128,16 @@ def attribute_case(store: EventStore, project: Project, run_ref: str, case_id: s
     verdicts = dict(zip(suite.criteria, result.verdicts))
     failed = [c for c, (v, _) in verdicts.items() if v == "fail"]
     settings = attribution_settings(project)
-    attribution = attribute(view, failed, settings, load_judge(project))
-    record = msgspec.to_builtins(attribution)
+    symptoms = symptoms_of(failed, result.paths, state_criteria(suite))
+    attribution = attribute(view, failed, settings, load_judge(project), symptoms)
     probes: list[dict[str, Any]] = []
     if control is not None:
-        record["recoverability"], probes = bisect(store, project, run, suite, view, control,
-                                                  attribution, timeout=timeout)
+        recoverability, probes = bisect(store, project, run, suite, view, control, attribution, timeout=timeout)
+        n_steps = len(view.trajectory.steps) if view.trajectory is not None else 0
+        # a silent failure nothing named: the bisection's last recoverable prefix is its boundary
+        attribution = from_bisection(attribution, recoverability, probes, n_steps)
+        attribution = msgspec.structs.replace(attribution, recoverability=recoverability)
+    record = msgspec.to_builtins(attribution)
     EventLog(store).append_at_end(f"{STREAM}{run_id}/{view.case_id}",
                                   AttributionRecorded(run_id, view.case_id, record, clock()))
     return AttributionResult(run_id, view.case_id, record, verdicts, probes)

@@ -69,26 +69,46 @@ def attribution_view(result: Any) -> Group:
     head.add_row("status", a.get("status", ""))
     if a.get("first_unacceptable_step") is not None:
         head.add_row("first unacceptable step", str(a["first_unacceptable_step"]))
-    for key in ("category", "layer", "confidence", "source"):
+    if a.get("before_step") is not None:
+        head.add_row("boundary", f"before step {a['before_step']}")
+    for key in ("category", "layer", "confidence", "confidence_basis", "source"):
         if a.get(key) is not None:
-            head.add_row(key, str(a[key]))
+            head.add_row(key.replace("_", " "), str(a[key]))
     head.add_row("needs review", "yes" if a.get("needs_review") else "no")
     rec = a.get("recoverability") or {}
     head.add_row("recoverability", rec.get("status", "unknown") + (f" — {rec['reason']}" if rec.get("reason") else ""))
     parts.append(head)
     causes = Grid(("role", "key"), ("rule", "key"), ("step", "key"), ("layer", "key"), ("evidence", "text"))
     primary = a.get("primary")
-    for role, finding in (([("primary", primary)] if primary else [])
-                          + [("consequence", f) for f in a.get("secondary") or []]):
+    for finding in ([{**primary, "role": "primary"}] if primary else []) + list(a.get("secondary") or []):
         evidence = "; ".join(f"step {e.get('step')}: {e.get('text', '')}" for e in finding.get("evidence") or [])
-        causes.add_row(role, finding.get("rule", ""), str(finding.get("step", "")), finding.get("layer", ""), evidence)
+        if finding.get("via"):
+            evidence += f"; follows from the primary: {finding['via']}" + (
+                " (by assumption)" if finding.get("traced") == "assumed" else "")
+        if finding.get("explains"):
+            evidence += "; explains " + ", ".join(finding["explains"])
+        causes.add_row(finding.get("role", "consequence"), finding.get("rule", ""), str(finding.get("step", "")),
+                       finding.get("layer", ""), evidence)
     if causes.rows:
         parts += [Text("causes", style="bold"), causes]
+    symptoms = a.get("symptoms") or []
+    if symptoms:
+        sym = Grid(("criterion", "key"), ("where", "data"), ("shows at step", "key"), ("how the trace knows", "text"),
+                   ("explained by steps", "key"))
+        for x in symptoms:
+            where = x.get("path") or (f"step {x['step']}" if x.get("step") is not None else "outcome")
+            sym.add_row(x.get("criterion", ""), where + (f" ({x['note']})" if x.get("note") else ""),
+                        ", ".join(str(i) for i in x.get("at") or []), x.get("how", ""),
+                        ", ".join(str(i) for i in x.get("explained_by") or []) or "none")
+        parts += [Text("failures and what explains them", style="bold"), sym]
     alternatives = a.get("alternatives") or []
     if alternatives:
         alt = Grid(("layer", "key"), ("hypothesis", "text"))
         for h in alternatives:
-            alt.add_row(h.get("layer", ""), h.get("hypothesis", ""))
+            said = h.get("hypothesis", "")
+            if h.get("evidence"):
+                said += " — " + "; ".join(f"step {e.get('step')}: {e.get('text', '')}" for e in h["evidence"])
+            alt.add_row(h.get("layer", ""), said)
         parts += [Text("alternative hypotheses (attribution is not proof of cause)", style="bold"), alt]
     if result.probes:
         probes = Grid(("probe", "key"), ("from before step", "key"), ("control finishes correctly", "key"),
