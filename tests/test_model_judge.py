@@ -249,10 +249,12 @@ def test_bad_labels_are_located_errors(project, cli, line, message):
 
 
 @pytest.mark.parametrize("old, new, message", [
-    ("after: [mentions_order]", "after: [mentions_ordr]", "no evaluator produces 'mentions_ordr'; did you mean 'mentions_order'?"),
+    ("after: [mentions_order]", "after: [mentions_ordr]",
+     "no evaluator produces 'mentions_ordr'; did you mean 'mentions_order'?"),
     ("after: [mentions_order]", "after: [polite]", "'polite' is a model judge's criterion"),
     ("judge: judges:polite", "judge: judges:nothere", "judges:nothere"),
-    ("judge: judges:polite", "judge: {provider: openai_compatible, model: m, base_url_env: X, api_key_env: sk-abc123secret}",
+    ("judge: judges:polite",
+     "judge: {provider: openai_compatible, model: m, base_url_env: X, api_key_env: sk-abc123secret}",
      "must be the NAME of an environment variable"),
     ("sees: [input, output]", "sees: [input, outputs]", "sees"),
     ("calibration: labels/polite.jsonl", "calibration: labels/nope.jsonl", "labels/nope.jsonl not found"),

@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from oloproof.errors import ConfigError
-from oloproof.evaluate.judge import ProviderConfig, parse_reply
+from oloproof.evaluate.judge import NOT_A_COMPLETION, ProviderConfig, parse_reply
 from oloproof.events import JudgeVerdict
 
 #: the longest wait a ``Retry-After`` may ask for (seconds): past it the wait is this
@@ -154,7 +154,7 @@ class OpenAICompatible:
             content = data["choices"][0]["message"]["content"]
         except (ValueError, LookupError, TypeError):
             verdict, explanation = parse_reply(None)
-            return verdict, "the provider's reply is not a chat completion: counted as unsure", text
+            return verdict, NOT_A_COMPLETION, text
         verdict, explanation = parse_reply(content)
         return verdict, explanation, self._safe(content) if isinstance(content, str) else text
 

@@ -33,7 +33,7 @@ import msgspec
 
 from oloproof.errors import Interrupted
 from oloproof.evaluate.engine import SuiteEvaluation
-from oloproof.evaluate.judge import JudgeRequest, ModelJudge, parse_answer
+from oloproof.evaluate.judge import UNREADABLE, JudgeRequest, ModelJudge, cache_key, parse_answer
 from oloproof.events import JUDGEMENT_CACHE, JudgementRecorded, JudgeVerdict
 from oloproof.store.base import EventStore, StreamAppend
 from oloproof.store.log import EventLog
@@ -196,15 +196,14 @@ def call_python_judge(fn: Callable[..., Any] | None, request: JudgeRequest, view
 
 def judgement_appends(store: EventStore, stream: str, events: list[JudgementRecorded]) -> list[StreamAppend]:
     """What the driver commits for a case's new judgements: the events at the end of the case's
-    stream, and each new answer (not an error, not from the cache) as the first event of its
-    cache stream when that stream is not there yet."""
+    stream, and each new answer (not an error, not an unreadable reply, not from the cache) as
+    the first event of its cache stream when that stream is not there yet."""
     log = EventLog(store)
     appends = [log.batch(stream, store.stream_length(stream), events)]
     seen = set()
     for event in events:
-        if event.cached or event.verdict == "error":
-            continue
-        from oloproof.evaluate.judge import cache_key
+        if event.cached or event.verdict == "error" or (event.verdict == "unsure" and event.explanation in UNREADABLE):
+            continue  # no answer to keep: the next run asks again
 
         key = JUDGEMENT_CACHE + cache_key(event.judge, event.model, event.rubric_digest, event.prompt_digest)
         if key in seen or store.stream_length(key):

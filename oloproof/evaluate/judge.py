@@ -223,6 +223,11 @@ def render_prompt(rubric: str, sees: tuple[str, ...], case: CaseView) -> str:
 
 NOT_THE_OBJECT = ('the reply is not the JSON object {"verdict": "pass" | "fail" | "unsure", '
                   '"explanation": ...}: counted as unsure')
+#: the explanation of a provider's reply that is not a chat completion at all
+NOT_A_COMPLETION = "the provider's reply is not a chat completion: counted as unsure"
+#: explanations of an ``unsure`` that is no answer (the reply was unreadable): never cached,
+#: so the next run asks again
+UNREADABLE = (NOT_THE_OBJECT, NOT_A_COMPLETION)
 _FENCE = re.compile(r"\A```(?:json)?\s*\n(.*)\n```\Z", re.S)
 
 
