@@ -32,6 +32,7 @@ from oloproof.cli import (
     runs,
     search,
     show,
+    trial,
     view,
 )
 from oloproof.cli.common import EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, restore_log_key, take_log_key
@@ -136,8 +137,8 @@ def _db_from_environment(ctx: click.Context) -> None:
     ctx.default_map = {**defaults(ctx.command), **(ctx.default_map or {})}
 
 
-for module in (init, run, runs, show, evaluate, gate, diff, replay, view, export, audit, attribute, prefix, imports,
-               search, push):
+for module in (init, run, runs, show, evaluate, gate, diff, replay, view, export, audit, attribute, prefix, trial,
+               imports, search, push):
     cli.add_command(module.command)
 
 
