@@ -25,6 +25,7 @@ from oloproof.cli import (
     gate,
     imports,
     init,
+    label,
     prefix,
     push,
     replay,
@@ -140,6 +141,7 @@ def _db_from_environment(ctx: click.Context) -> None:
 for module in (init, run, runs, show, evaluate, gate, diff, replay, view, export, audit, attribute, prefix, trial,
                imports, search, push):
     cli.add_command(module.command)
+cli.add_command(label.command)
 
 
 def main() -> None:  # console-script entry point
