@@ -122,7 +122,8 @@ class PrefixSnapshot(msgspec.Struct, frozen=True):
     ran under, or None), ``steps`` (the frozen :class:`AgentStep` records before the boundary:
     messages, tool calls and their results, model decisions), ``state`` (the environment at
     the boundary; the sandbox is already reset to it) and ``metadata`` (the case's metadata,
-    with ``case_id`` and ``before_step``). Nothing after the boundary is in it.
+    with ``case_id``, ``before_step`` and, when the snapshot lists them,
+    ``remaining_acceptance_checks``). Nothing after the boundary is in it.
     """
 
     goal: Any

@@ -51,7 +51,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from oloproof.config.cases import CaseId, SuiteCase, SuiteInfo, shown_path
 from oloproof.config.files import open_regular
 from oloproof.config.limits import quoted
-from oloproof.config.locate import load_yaml, validate_model
+from oloproof.config.locate import Locator, load_yaml, validate_model
 from oloproof.errors import CaseFileError, ConfigError
 from oloproof.events import StepKind, case_fingerprint
 
@@ -234,9 +234,11 @@ class PrefixFile(_Strict):
     versions: Versions = Versions()
     boundary: Boundary
     snapshot: Snapshot = Snapshot()
-    input: dict[str, Any]
+    #: None: the snapshot is the input (a snapshot-only record, see :func:`seed_form`)
+    input: dict[str, Any] | None = None
     metadata: dict[str, Any] = {}
-    frozen: Frozen
+    #: None: a snapshot-only record — nothing frozen but the snapshot (no steps, no state)
+    frozen: Frozen | None = None
     acceptable_actions: list[ActionMatcher] = Field(min_length=1)
     forbidden_actions: list[ActionMatcher] = []
     retention: bool = False
@@ -251,6 +253,59 @@ class PrefixFile(_Strict):
         if isinstance(v, list):
             return [{"text": e} if isinstance(e, str) else e for e in v]
         return v
+
+    @field_validator("acceptable_actions", "forbidden_actions", mode="before")
+    @classmethod
+    def _bare_names(cls, v: Any) -> Any:
+        # the seed's record lists actions by name: a bare name is a tool-name matcher
+        if isinstance(v, list):
+            return [{"tool": a} if isinstance(a, str) else a for a in v]
+        return v
+
+    def snapshot_input(self) -> dict[str, Any]:
+        """The case's input: ``input``, or — in a snapshot-only record, which has none — the
+        snapshot's fields that are set (the goal, the instructions, the remaining checks)."""
+        if self.input is not None:
+            return self.input
+        return {k: v for k, v in self.snapshot.model_dump().items() if v not in (None, [])}
+
+
+#: the sections of a prefix record and their fields (for a record whose indentation was lost)
+_SECTIONS: dict[str, tuple[str, ...]] = {
+    "versions": tuple(Versions.model_fields), "boundary": tuple(Boundary.model_fields),
+    "snapshot": tuple(Snapshot.model_fields),
+}
+
+
+def seed_form(data: dict[str, Any], locator: Locator) -> tuple[dict[str, Any], Locator]:
+    """A record in the seed's printed shape, read as the nested record it stands for.
+
+    The seed (trajectory-prefix-regression) prints its minimal record with the indentation
+    lost: ``versions:``, ``boundary:`` and ``snapshot:`` stand empty, and their fields follow
+    at the top level (``agent: v42``, ``before_step: 18``, ``goal: …``). A section key with
+    no value, followed by keys that are that section's fields and no field of the record,
+    takes them back, in document order (so ``instructions`` after ``versions:`` is the
+    versions' digest, after ``snapshot:`` the snapshot's text). Anything else is left as it
+    is, for validation to locate. The locator learns the moved keys' lines."""
+    if not any(data.get(section, 0) is None for section in _SECTIONS):
+        return data, locator
+    top = set(PrefixFile.model_fields)
+    out: dict[str, Any] = {}
+    lines = dict(locator.lines)
+    section: str | None = None
+    for key, value in data.items():
+        if key in _SECTIONS and value is None:
+            section, out[key] = key, {}
+            continue
+        if section is not None and key not in top and key in _SECTIONS[section]:
+            out[section][key] = value
+            for path, line in locator.lines.items():
+                if path[:1] == (key,):
+                    lines[(section, *path)] = line
+            continue
+        section = None
+        out[key] = value
+    return out, Locator(locator.file, lines)
 
 
 def versions_stale(frozen: dict[str, Any], surface: dict[str, Any] | None) -> list[str]:
@@ -344,6 +399,7 @@ def load_prefix_file(path: Path) -> tuple[PrefixFile, dict[str, Any], Any]:
     if not isinstance(data, dict):
         raise CaseFileError(f"{label}: a prefix case is a mapping (case_id, boundary, frozen, …), "
                             f"got {type(data).__name__}")
+    data, locator = seed_form(data, locator)
     case_id = data.get("case_id")
     who = f"case {quoted(case_id)}: " if isinstance(case_id, str) else ""
 
@@ -363,6 +419,8 @@ def load_prefix_file(path: Path) -> tuple[PrefixFile, dict[str, Any], Any]:
 
 def _frozen_content(path: Path, model: PrefixFile, locator: Any, who: str) -> dict[str, Any]:
     f = model.frozen
+    if f is None:  # a snapshot-only record: its goal is all that is frozen
+        return {"steps": [], "state": None}
     if f.sidecar is None:
         steps, state = [s.model_dump(exclude_defaults=True) for s in (f.steps or [])], f.state
         _full_steps(steps, f.steps or [])
@@ -457,6 +515,14 @@ def load_prefix_case(path: Path) -> SuiteCase:
     model, frozen, _ = load_prefix_file(path)
     prefix = prefix_record(model, frozen)
     state = frozen["state"]
-    return SuiteCase(id=model.case_id, input=model.input, initial_state=state, expected={},
+    inp = model.snapshot_input()
+    return SuiteCase(id=model.case_id, input=inp, initial_state=state, expected={},
                      metadata=dict(model.metadata), line=1,
-                     fingerprint=case_fingerprint(model.input, state, {}, None, prefix), prefix=prefix)
+                     fingerprint=case_fingerprint(inp, state, {}, None, prefix), prefix=prefix)
+
+
+def first_action_step(prefix: dict[str, Any]) -> int:
+    """The step of the candidate's first action in a prefix case's recording: right after its
+    frozen steps. For a record with frozen steps that is ``boundary.before_step``; a
+    snapshot-only record keeps its source's step numbers in ``boundary`` and has none."""
+    return len(prefix["steps"]) + 1

@@ -152,6 +152,7 @@ def classify(case: CaseView) -> PrefixOutcome:
         return PrefixOutcome("errored", detail=case.error, **flags)
     before = int(prefix["boundary"]["before_step"])
     frozen = prefix["steps"]
+    first = len(frozen) + 1  # the candidate's first action (before_step, or 1 for a snapshot-only record)
     steps = list(case.trajectory.steps) if case.trajectory is not None else []
     for i, want in enumerate(frozen):
         if i >= len(steps):
@@ -162,7 +163,7 @@ def classify(case: CaseView) -> PrefixOutcome:
                                  detail=f"step {i + 1}: the candidate made {describe_step(steps[i])} where the "
                                         "frozen trajectory has "
                                         f"{want['kind']} {want.get('tool_name') or ''}".rstrip(), **flags)
-    action = next((s for s in steps[before - 1:] if s.kind in ACTION_KINDS), None)
+    action = next((s for s in steps[first - 1:] if s.kind in ACTION_KINDS), None)
     if action is None:
         return PrefixOutcome("no_action", detail="the candidate returned without acting", **flags)
     described = describe_step(action)

@@ -30,7 +30,7 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
-from oloproof.config.prefixes import versions_stale
+from oloproof.config.prefixes import first_action_step, versions_stale
 from oloproof.events import StepKind, StepRecorded, canonical_json
 from oloproof.recorder.case import CaseRecorder, _frozen
 from oloproof.records import AgentStep, Case, PrefixSnapshot
@@ -61,7 +61,7 @@ class PrefixRecorder(CaseRecorder):
     def __init__(self, case: Case, prefix: dict[str, Any], resumed: bool):
         super().__init__(case, snapshot=None, auto_checkpoints=False)
         self._tape = {s.index: s for s in frozen_steps(prefix)}
-        self._before = int(prefix["boundary"]["before_step"])
+        self._before = first_action_step(prefix)  # before_step, or 1 for a snapshot-only record
         if resumed:  # the frozen steps are the recording's first steps
             self._steps = [self._tape[i] for i in sorted(self._tape)]
             self._touched = True
@@ -146,6 +146,8 @@ def snapshot_of(case: Case, prefix: dict[str, Any], state: Any) -> PrefixSnapsho
                             result=copy.deepcopy(s.result), agent=s.agent, to_agent=s.to_agent)
                   for s in frozen_steps(prefix))
     metadata = {**case.metadata, "case_id": case.id, "before_step": prefix["boundary"]["before_step"]}
+    if snap.get("remaining_acceptance_checks"):  # the snapshot's open checks: part of what the agent knew
+        metadata["remaining_acceptance_checks"] = copy.deepcopy(snap["remaining_acceptance_checks"])
     return PrefixSnapshot(copy.deepcopy(snap.get("goal")), snap.get("instructions"), steps,
                           copy.deepcopy(state), metadata)
 
