@@ -23,8 +23,7 @@ RANKS = {
     # edge, like the CLI; it needs the otel extra and nothing imports it)
     # integrations: instrument(obj) per framework (each behind its extra; nothing imports them)
     # testing: the contract other backends and plugins test themselves with (it needs pytest)
-    # oracles: deliverable checks a system's harness calls inside a case (nothing imports them)
-    "cli": 9, "otel": 9, "integrations": 9, "testing": 9, "oracles": 9, "__main__": 10, "__init__": 10,
+    "cli": 9, "otel": 9, "integrations": 9, "testing": 9, "__main__": 10, "__init__": 10,
 }
 
 

@@ -1,4 +1,4 @@
-"""oloproof.oracles: a code agent's and a report agent's deliverables checked on real files in
+"""oloproof.integrations.oracles: a code agent's and a report agent's deliverables checked on real files in
 temporary folders (a small repository without git, real test runs), and recorded as
 ``deliverable(...)`` evidence inside a case (the ``deliverables`` example)."""
 
@@ -10,7 +10,7 @@ import textwrap
 import pytest
 from pydantic import BaseModel
 
-from oloproof.oracles import code_deliverable, is_test_file, report_deliverable, snapshot_tree
+from oloproof.integrations.oracles import code_deliverable, is_test_file, report_deliverable, snapshot_tree
 from tests.conftest import run_in, write
 
 TESTS = [sys.executable, "-m", "unittest", "discover", "-s", "tests", "-q"]
@@ -229,7 +229,7 @@ def test_a_yaml_report(desk):
 
 
 def test_import_oloproof_does_not_load_the_oracles():
-    code = "import sys, oloproof; print('oloproof.oracles' in sys.modules)"
+    code = "import sys, oloproof; print('oloproof.integrations.oracles' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

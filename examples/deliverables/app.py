@@ -15,7 +15,7 @@ and throws the previous one away. The agents touch the world only through fake a
   written as text (schema), a source it never had (a citation of nothing), a report published
   to the outbox only while the shared drive keeps last month's (parity), no report at all.
 
-After the agent stops, the harness checks the deliverable with ``oloproof.oracles`` —
+After the agent stops, the harness checks the deliverable with ``oloproof.integrations.oracles`` —
 ``code_deliverable`` (the diff, the tests, the original tests against the new code) and
 ``report_deliverable`` — which record ``deliverable(...)`` evidence: ``{type: release_class}``
 classes each trial from the environment, never from the agent's "done".
@@ -33,7 +33,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from oloproof import Stateful, current_case, system, tool
-from oloproof.oracles import code_deliverable, report_deliverable, snapshot_tree
+from oloproof.integrations.oracles import code_deliverable, report_deliverable, snapshot_tree
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 #: the repository's own test command (unittest: no dependency to install)
