@@ -213,10 +213,11 @@ def polite(prompt, *, case):
     assert reasons[1] == {"verdict": "missing", "reason": "judge_unsure"}
     assert reasons[2] == {"verdict": "missing", "reason": "judge_unsure"}
     assert reasons[3] == {"verdict": "pass"}
-    errors = sum(1 for k in by_id if int(k.split("_")[1]) % 4 == 0)
+    again = sum(1 for k in by_id if int(k.split("_")[1]) % 4 in (0, 1))
     first = len(calls(p))
     r = cli("run", cwd=p)
-    assert len(calls(p)) == first + errors  # only the errors are asked again
+    # only the errors and the unreadable replies are asked again; "unsure" is an answer, cached
+    assert len(calls(p)) == first + again
     r = cli("show", "latest", "msg_004", cwd=p)
     assert "TimeoutError: the judge took too long" in r.output
 

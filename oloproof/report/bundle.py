@@ -88,6 +88,10 @@ def case_detail(view: CaseView, result: CaseResult, suite: SuiteEvaluation, repl
     }
     if view.state is not NO_STATE:
         detail["state"] = view.state
+    if view.judgements:  # model judges: what each was shown and answered, beside the person's label
+        from oloproof.report.judge import judgement_details
+
+        detail["judgements"] = judgement_details(view, suite)
     if view.attempts:  # retries: how the earlier attempts of a case run again ended
         detail["attempts"] = [{"attempt": i, "error_kind": a.error_kind, "error": a.error}
                               for i, a in enumerate(view.attempts, start=1)]
@@ -162,6 +166,9 @@ def search_rows(detail: dict[str, Any]) -> list[list[Any]]:
         out.append([case_id, step.get("index"), step.get("kind"), step.get("tool_name"), " ".join(parts)[:SEARCH_TEXT]])
     if detail.get("error"):
         out.append([case_id, None, "error", None, str(detail["error"])[:SEARCH_TEXT]])
+    for j in detail.get("judgements") or ():  # a judge's explanation (or error) is searchable too
+        text = " ".join(str(x) for x in (j["criterion"], j["verdict"], j.get("explanation"), j.get("error")) if x)
+        out.append([case_id, None, "judgement", None, text[:SEARCH_TEXT]])
     return out
 
 

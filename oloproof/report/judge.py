@@ -85,4 +85,23 @@ def judgement_lines(view: Any) -> list[str]:
     return out
 
 
-__all__ = ["calibration_text", "judge_dict", "judge_row", "judgement_lines"]
+__all__ = ["calibration_text", "judge_dict", "judge_row", "judgement_details", "judgement_lines"]
+
+
+def judgement_details(view: Any, suite: Any) -> list[dict[str, Any]]:
+    """The case panel's model judges (HTML): for each judgement, its rubric (from the suite's
+    evaluator of that criterion), the prompt, the raw response, the verdict and explanation,
+    and the person's label of the case, if any (and whether it was given for another output)."""
+    judges = {e.criterion: e for _, e in getattr(suite, "judges", [])}
+    out = []
+    for j in view.judgements:
+        e = judges.get(j.criterion)
+        label = e.judge_labels.get(view.case_id) if e is not None else None
+        out.append({
+            "criterion": j.criterion, "judge": j.judge, "model": j.model, "verdict": j.verdict,
+            "explanation": j.explanation, "error": j.error, "cached": j.cached,
+            "rubric": e.rubric if e is not None else "", "prompt": j.prompt, "raw_response": j.raw_response,
+            "label": label[0] if label else None,
+            "label_stale": bool(label and label[1] is not None and label[1] != j.prompt_digest),
+        })
+    return out

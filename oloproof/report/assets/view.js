@@ -135,6 +135,21 @@
                   td((r.passing_trials || []).map(function (n, i) { return i + ":" + n; }).join(" "))];
         }))]));
     }
+    var judged = s.criteria.filter(function (r) { return r.judge; });
+    if (judged.length) {  // model judges: the labels' measure of each judge, and the corrected rate
+      root.appendChild(el("section", { id: "judges" }, [el("h2", { text: "Model judges (calibrated against people's labels)" }),
+        table(["criterion", "judge-corrected rate", "interval", "calibration"], judged.map(function (r) {
+          var j = r.judge, c = r.corrected;
+          var measure = function (name, v, lo, hi) { return v === null ? name + " –" : name + " " + pct(v) + " " + outward(lo, hi); };
+          var said = [j.labels + " labels compared", measure("agreement", j.agreement, j.agreement_low, j.agreement_high),
+                      measure("sensitivity", j.sensitivity, j.sensitivity_low, j.sensitivity_high),
+                      measure("specificity", j.specificity, j.specificity_low, j.specificity_high)];
+          if (j.stale) said.push(j.stale + " stale");
+          said.push(j.calibrated ? "calibrated" : "not calibrated: " + j.problem);
+          return [td(r.criterion), td(c ? pct(c.rate) : "–", "num"), td(c ? outward(c.low, c.high) + " · " + c.method : "not calibrated"),
+                  td(said.join(" · "))];
+        }))]));
+    }
     if (s.metrics.length) {
       root.appendChild(el("section", { id: "metrics" }, [el("h2", { text: "Metrics" }), table(["metric", "value", "interval", "evidence"],
         s.metrics.map(function (m) {
@@ -277,6 +292,20 @@
       if (marked && marked.indexOf(k) >= 0) tr.className = "flipped";
     });
     panel.appendChild(verdicts);
+    if (c.judgements && c.judgements.length) {  // each judgement: rubric, prompt, raw response, label side by side
+      panel.appendChild(el("h3", { text: "Model judges" }));
+      c.judgements.forEach(function (j) {
+        var said = j.criterion + ": " + j.verdict + " by " + j.judge + " (" + j.model + ")" + (j.cached ? " · from the cache" : "") +
+          " — " + (j.verdict === "error" ? j.error : j.explanation);
+        var box = el("div", { cls: "judgement" }, [el("p", { cls: "judgement-verdict", text: said })]);
+        var grid = table(["rubric", "prompt", "judge's raw response", "human label"],
+          [[tdPre(j.rubric), tdPre(j.prompt), tdPre(j.raw_response === null ? "(none)" : j.raw_response),
+            td(j.label ? j.label + (j.label_stale ? " (given for another output)" : "") : "(not labelled)")]]);
+        grid.className = "judgement-grid";
+        box.appendChild(grid);
+        panel.appendChild(box);
+      });
+    }
     if (c.paths && c.paths.length) {
       panel.appendChild(el("h3", { text: "Compared state paths" }));
       panel.appendChild(table(["criterion", "path", "initial", "expected", "recorded", "verdict"], c.paths.map(function (p) {
