@@ -16,7 +16,8 @@ from oloproof.cli.common import DB_HELP, check_output_path, console, handled, js
 @click.option("--system", metavar="NAME", help="Only runs of this system.")
 @click.option("--tool", metavar="NAME", help="Only steps of this tool.")
 @click.option("--kind", metavar="KIND", help="Only steps of this kind: tool_call, tool_result, message, decision, "
-                                             "final, handoff, observation, or error (a case that ended in one).")
+                                             "final, handoff, observation, error (a case that ended in one), "
+                                             "or judgement (a model judge's verdict and explanation).")
 @click.option("--verdict", metavar="CRITERION=VERDICT",
               help="Only cases with this verdict under their run's configuration, e.g. answer_correct=fail.")
 @click.option("--limit", default=50, show_default=True, type=int,

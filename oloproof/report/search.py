@@ -66,7 +66,7 @@ def search_view(result: Any) -> Group:
 
             command = f"oloproof show {shlex.quote(hit.run_id)} {case_argument(case)}"  # (run is hit.run_id)
             parts.append(Text.assemble("  case ", (_line(case, 300), "bold"), f"   {_line(command, 700)}"))
-        where = f"step {hit.step}" if hit.step is not None else "end"
+        where = f"step {hit.step}" if hit.step is not None else "judge" if hit.kind == "judgement" else "end"
         if hit.replay:
             where = f"replay {_line(hit.replay)[:12]} {where}"
         line = Text(f"    {where:<10} {_line(hit.kind or '?'):<11} {_line(hit.tool_name or '-'):<18} ")
