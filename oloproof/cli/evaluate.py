@@ -4,6 +4,8 @@ gate's."""
 
 from __future__ import annotations
 
+import contextlib
+
 import click
 
 from oloproof.cli.common import (
@@ -16,6 +18,7 @@ from oloproof.cli.common import (
     json_option,
     open_log,
     resolve_run,
+    stdout_to_stderr,
     write_json,
 )
 
@@ -51,25 +54,27 @@ def command(run: str, json_path: str | None, db: str | None, project_dir: str, o
 
     if json_path:
         check_output_path(json_path)
-    project = load_project(project_dir)
-    project.prepare()  # labels and transforms as they are now
-    store = open_log(db)
-    try:
-        run_id = resolve_run(store, run)
-        stored = load_run(store, run_id)
-        s = stored.started
-        name = project.config.system.name
-        if s.system_name != name and not other_system:
-            raise UsageError(f"run {run_id} was recorded by system {s.system_name!r}, but {project_dir} "
-                             f"configures {name!r}; pass --other-system to evaluate it with this "
-                             "configuration anyway")
-        from oloproof.app.prefix import is_prefix_run, load_prefix_project
+    # `--json -`: stdout holds the JSON alone; what the project's checks print goes to stderr
+    with stdout_to_stderr() if json_path == "-" else contextlib.nullcontext():
+        project = load_project(project_dir)
+        project.prepare()  # labels and transforms as they are now
+        store = open_log(db)
+        try:
+            run_id = resolve_run(store, run)
+            stored = load_run(store, run_id)
+            s = stored.started
+            name = project.config.system.name
+            if s.system_name != name and not other_system:
+                raise UsageError(f"run {run_id} was recorded by system {s.system_name!r}, but {project_dir} "
+                                 f"configures {name!r}; pass --other-system to evaluate it with this "
+                                 "configuration anyway")
+            from oloproof.app.prefix import is_prefix_run, load_prefix_project
 
-        if is_prefix_run(s):
-            project = load_prefix_project(project_dir)
-        summary = evaluate_run(store, run_id, project.suite, keep_cases=bool(json_path))
-    finally:
-        store.close()
+            if is_prefix_run(s):
+                project = load_prefix_project(project_dir)
+            summary = evaluate_run(store, run_id, project.suite, keep_cases=bool(json_path))
+        finally:
+            store.close()
     out = console(stderr=json_path == "-")
     note = incomplete_note(summary)
     if note:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import click
@@ -16,6 +17,7 @@ from oloproof.cli.common import (
     json_option,
     open_log,
     resolve_run,
+    stdout_to_stderr,
     write_json,
 )
 
@@ -53,6 +55,8 @@ def command(run: str | None, case: str | None, json_path: str | None, failed: st
     if json_path:
         check_output_path(json_path)
     out = console(stderr=json_path == "-")
+    # `--json -`: what the project's python checks print while they judge goes to stderr
+    quiet = stdout_to_stderr if json_path == "-" else contextlib.nullcontext
     store = open_log(db)
     try:
         if run is None:
@@ -66,7 +70,8 @@ def command(run: str | None, case: str | None, json_path: str | None, failed: st
         if failed is not None:
             from oloproof.app.reports import criterion_cases
 
-            found = criterion_cases(store, run_id, failed)
+            with quiet():
+                found = criterion_cases(store, run_id, failed)
             _print_cases(out, found)
             if json_path:
                 write_json(json_path, {"run_id": run_id, "criterion": failed, "complete": found.run.complete,
@@ -74,7 +79,8 @@ def command(run: str | None, case: str | None, json_path: str | None, failed: st
                                           for kind in ("failed", "missing")}})
             return
         if case is None:
-            report = run_report(store, run_id, keep_cases=bool(json_path))
+            with quiet():
+                report = run_report(store, run_id, keep_cases=bool(json_path))
             note = incomplete_note(report.summary)
             if note:
                 from oloproof.app.runs import resume_command
@@ -101,8 +107,9 @@ def command(run: str | None, case: str | None, json_path: str | None, failed: st
 
         require_intact(store, run_id)  # a case of a run that fails its audit is not shown
         stored = load_run(store, run_id)
-        suite = suite_from_stored(stored.started.config)
-        panel = case_panel(store, stored, suite, case)
+        with quiet():
+            suite = suite_from_stored(stored.started.config)
+            panel = case_panel(store, stored, suite, case)
         from oloproof.app.attribution import latest_attribution
 
         attribution = latest_attribution(store, run_id, panel.view.case_id)

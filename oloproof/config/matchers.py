@@ -16,11 +16,14 @@ An expected value is a literal or a matcher. A matcher is a JSON object whose ke
 
 Matchers nest inside objects and lists, and ``$in`` alternatives and a ``$contains`` element
 may themselves be matchers. A ``$regex`` pattern is at most :data:`MAX_REGEX_LENGTH`
-characters, must compile, and may not repeat without bound a part that itself repeats without
-bound (``(a+)+``, ``(.*,)*``): on a text that almost matches, such a pattern backtracks
-exponentially. An atomic group ``(?>…)`` or a possessive quantifier (``a++``) does not
-backtrack, so ``(?>\\d+,)*`` is accepted. The check is cheap and incomplete by design (it
-does not see overlapping alternatives such as ``(a|a)*``). Pure: no I/O.
+characters, must compile, and may not repeat — without bound, or more than once
+(``{2,}``, ``{10}``) — a part that itself repeats without bound (``(a+)+``, ``(.*,)*``,
+``(.*,){10}``): on a text that almost matches, such a pattern backtracks exponentially (or
+as a high power of the text's length). An atomic group ``(?>…)`` or a possessive quantifier
+(``a++``) does not backtrack, so ``(?>\\d+,)*`` and ``(\\d++\\.){3}`` are accepted. The check
+is cheap and incomplete by design: it does not see overlapping alternatives (``(a|a)*``,
+``(a|a?)+``), and it refuses some patterns that would not backtrack (``(\\d+\\.){3}``: write
+``\\d++``). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -143,15 +146,16 @@ def _compile(pattern: str) -> re.Pattern[str]:
     except (re.error, OverflowError, RecursionError) as e:
         raise ValueError(f"is not a valid regular expression: {e}") from None
     if _nested_repeat(pattern):
-        raise ValueError("repeats without bound a part that repeats without bound, as (a+)+ does: on a "
-                         "text that almost matches it backtracks exponentially; make the inner part "
+        raise ValueError("repeats without bound a part that repeats without bound, as (a+)+ does (or "
+                         "repeats it more than once, as (.*,){10} does): on a text that almost matches "
+                         "it backtracks exponentially; make the inner part "
                          "atomic, (?>…), or possessive, e.g. \\d++")
     return compiled
 
 
 def _nested_repeat(pattern: str) -> bool:
-    """Whether ``pattern`` repeats without bound a part that may backtrack through a
-    repetition without bound of its own (``(a+)+``)."""
+    """Whether ``pattern`` repeats (without bound, or more than once) a part that may
+    backtrack through a repetition without bound of its own (``(a+)+``, ``(.*a){12}``)."""
     try:
         from re import _constants as c  # type: ignore[attr-defined]
         from re import _parser as p
@@ -179,7 +183,8 @@ def _nested_repeat(pattern: str) -> bool:
 
     def find(sub: Any) -> bool:
         for op, av in sub:
-            if op in repeats and av[1] == c.MAXREPEAT and backtracks(av[2]):
+            # bounded or not: (.*,){10} on a line of commas backtracks as its 10th power
+            if op in repeats and (av[1] == c.MAXREPEAT or av[1] > 1) and backtracks(av[2]):
                 return True
             if any(find(s) for s in children(av)):
                 return True

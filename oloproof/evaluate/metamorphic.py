@@ -89,6 +89,15 @@ def without(value: Any, paths: list[Path]) -> Any:
     return value
 
 
+def _empty(value: Any) -> bool:
+    """Nothing to compare: no value, an empty object or list, or only ignored list items."""
+    if isinstance(value, dict):
+        return not value
+    if isinstance(value, list):
+        return all(item == IGNORED for item in value)
+    return value is None or value is ABSENT
+
+
 def covers(ignored: Path, path: Path) -> bool:
     """Whether ignoring ``ignored`` leaves ``path`` out too (it is ``path`` or above it)."""
     return len(ignored) <= len(path) and all(str(a) == str(b) for a, b in zip(ignored, path))
@@ -138,10 +147,13 @@ class MetamorphicRelation(Evaluator):
                 f"{where} (the transform rewrites {transform.label}): add ignore_paths: [{where!r}] (or a path "
                 "above it) to compare the rest of the state")
 
-    def _same(self, a: Any, b: Any) -> bool:
+    def _same(self, a: Any, b: Any) -> Verdict:
         if self._ignored:
-            a, b = without(a, self._ignored), without(b, self._ignored)
-        return canonical_json(a) == canonical_json(b)
+            left, right = without(a, self._ignored), without(b, self._ignored)
+            if _empty(left) and _empty(right) and not (_empty(a) and _empty(b)):
+                return missing("nothing_compared")  # the ignored paths were all there was
+            a, b = left, right
+        return PASS if canonical_json(a) == canonical_json(b) else FAIL
 
     def evaluate(self, case: CaseView) -> Verdict:
         """Judge the pair whose derived case is ``case``.
@@ -167,18 +179,20 @@ class MetamorphicRelation(Evaluator):
         """Whether the relation holds between ``a`` and ``b`` (canonical JSON equality, the
         ``ignore_paths`` left out of outputs or states).
 
-        ``same_state``: missing when either side recorded no state. ``same_actions``: missing
+        ``same_state``: missing when either side recorded no state. ``same_output`` and
+        ``same_state``: missing (``nothing_compared``) when ``ignore_paths`` left nothing of
+        either side (what they ignore was all there was: no pass). ``same_actions``: missing
         when either recorded no trajectory; with a truncated side, FAIL once the common
         prefix of calls differs or the side with fewer calls is complete (the other went
         on past its end), else missing (``truncated``) — a truncated trace cannot decide what came after.
         """
         relation = self.config.relation
         if relation == "same_output":
-            return PASS if self._same(a.output, b.output) else FAIL
+            return self._same(a.output, b.output)
         if relation == "same_state":
             if a.state is NO_STATE or b.state is NO_STATE:
                 return missing("no_state_recorded")
-            return PASS if self._same(a.state, b.state) else FAIL
+            return self._same(a.state, b.state)
         if a.trajectory is None or b.trajectory is None:
             return missing("no_trajectory_recorded")
         x, y = actions(a), actions(b)

@@ -15,7 +15,8 @@ or a thin space U+2009), or not grouped — then an optional fraction after a **
   people" reads 3100 — write such text with other words between the numbers).
 
 A currency symbol (``£ $ € ¥ ₹ ₩ ₽ ¢``) or an ISO code (``EUR``, ``USD``, ``GBP``…) next to a
-number, with or without a space, belongs to it and is dropped when the text is normalised.
+number, with or without a space, belongs to it and is dropped when the text is normalised; a
+sign glued before the currency is the number's ("-£1,050" is -1050, as "£-1,050" is).
 Digit runs longer than :data:`MAX_DIGITS` are not read (no number is that long; converting
 one would cost time). Numbers are exact decimals (``Decimal``): 0.1 + 0.2 is not read from
 any text, and "1050.00" equals 1050 exactly. Every pattern here is linear. Pure: no I/O.
@@ -45,14 +46,20 @@ _DIGITS = rf"(?P<int>\d{{1,3}}(?:(?P<sep>[{_SEPARATORS}])\d{{3}})(?:(?P=sep)\d{{
 _END = r"(?!\d|[.,:/\-]\d|[A-Za-z_])"
 #: a number: an optional sign (not glued to a word either), the digits, the fraction
 NUMBER = re.compile(rf"(?:(?<![\w.,])[-+\u2212])?{_START}{_DIGITS}{_END}")
-#: a number with the currency beside it (what normalisation replaces)
-_WITH_CURRENCY = re.compile(rf"(?:{_CURRENCY}[ \u00a0]?)?(?P<number>{NUMBER.pattern})(?:[ \u00a0]?{_CURRENCY})?")
-_ONE = re.compile(rf"\s*(?:{_CURRENCY}\s?)?(?P<number>{NUMBER.pattern})(?:\s?{_CURRENCY})?\s*")
+# a sign before the currency ("-£5") is the number's; not after a word or a number ("£5-£6")
+_LEAD = r"(?:(?<![\w.,])(?P<lead>[-+\u2212]))?"
+#: a number with the currency beside it (what normalisation replaces, and what is read)
+_WITH_CURRENCY = re.compile(rf"(?:{_LEAD}{_CURRENCY}[ \u00a0]?)?(?P<number>{NUMBER.pattern})"
+                            rf"(?:[ \u00a0]?{_CURRENCY})?")
+_ONE = re.compile(rf"\s*(?:{_LEAD}{_CURRENCY}\s?)?(?P<number>{NUMBER.pattern})(?:\s?{_CURRENCY})?\s*")
 
 
 def _value(m: re.Match[str]) -> Decimal | None:
     text = m.group("number") if "number" in m.re.groupindex else m.group(0)
     sign = -1 if text[0] in "-\u2212" else 1
+    lead = m.group("lead") if "lead" in m.re.groupindex else None
+    if lead is not None and lead in "-\u2212":
+        sign = -sign
     digits = m.group("int")
     if m.group("sep"):
         digits = digits.replace(m.group("sep"), "")
@@ -67,7 +74,7 @@ def _value(m: re.Match[str]) -> Decimal | None:
 
 def numbers_in(text: str) -> Iterator[Decimal]:
     """Every number ``text`` holds, in order (module docstring)."""
-    for m in NUMBER.finditer(text):
+    for m in _WITH_CURRENCY.finditer(text):
         value = _value(m)
         if value is not None:
             yield value

@@ -126,13 +126,15 @@ def _text(value: Any) -> str | None:
 
 def _whole_number_at(hay: str, needle: str) -> bool:
     """Whether ``needle`` occurs in ``hay`` with no digit (or decimal point and digit) glued
-    to either end where the needle itself ends in a digit: ``1050`` is not found in
-    ``10500`` nor in ``1.1050``."""
+    to either end where the needle itself ends in a digit, nor a sign or hyphen glued before
+    it: ``1050`` is not found in ``10500``, ``1.1050``, ``-1050`` (its negative) or
+    ``ORD-1050``."""
     start = hay.find(needle)
     while start != -1:
         end = start + len(needle)
         before_ok = not needle[:1].isdigit() or start == 0 or not (
-            hay[start - 1].isdigit() or (hay[start - 1] in ".," and start > 1 and hay[start - 2].isdigit()))
+            hay[start - 1].isdigit() or hay[start - 1] in "-+\u2212"
+            or (hay[start - 1] in ".," and start > 1 and hay[start - 2].isdigit()))
         after_ok = not needle[-1:].isdigit() or end == len(hay) or not (
             hay[end].isdigit() or (hay[end] in ".," and end + 1 < len(hay) and hay[end + 1].isdigit()))
         if before_ok and after_ok:
@@ -148,7 +150,7 @@ class OutputMatches(Evaluator):
     ``match``: ``exact`` — equal (after ``normalize``; two values that are not text are
     compared as JSON, ``1`` equal to ``1.0``); ``contains`` — the output's text holds the
     expected text (with ``numbers``, a number only as a whole number: 1050 is not found in
-    10500; a list output holds an element, a dict a key, as ``contains`` has it); ``regex`` —
+    10500 nor in -1050; a list output holds an element, a dict a key, as ``contains`` has it); ``regex`` —
     the expected value is a pattern found anywhere in the output's text (``re.search``;
     ``case`` makes it ignore case, the other steps normalise the output); ``number`` — the
     output is one number (a number, or a text holding exactly one number, read as

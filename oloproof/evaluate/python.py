@@ -52,6 +52,8 @@ EVALUATOR_ERROR = "evaluator_error"
 #: what a check's error note starts with (see :func:`evaluator_errors`)
 _ERROR_NOTE = EVALUATOR_ERROR + ": "
 
+#: the memory address in a repr (``<generator object f at 0x7f…>``): it differs from run to run
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 _SPEC = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
 
@@ -165,7 +167,8 @@ class PythonCheck(Evaluator):
             if inspect.iscoroutine(result):
                 result.close()  # never awaited: no warning about it
             return missing(EVALUATOR_ERROR), [self._error(
-                f"{self.spec} returned {type(result).__name__} {quoted(result)}, not an oloproof.Verdict "
+                f"{self.spec} returned {type(result).__name__} {_ADDRESS.sub('', quoted(result))}, not an "
+                "oloproof.Verdict "
                 "(return Verdict.pass_(), .fail(reason), .missing(reason) or .excluded(reason))")]
         return as_tuple(result), []
 
@@ -263,7 +266,10 @@ def _replay(replay: ReplayView | None) -> dict[str, Any] | None:
 # ---- errors as the panel shows them ------------------------------------------------------
 
 def _one_line(e: BaseException) -> str:
-    text = str(e)
+    try:
+        text = str(e)
+    except Exception:  # noqa: BLE001 - the user's exception cannot say what it is: its type does
+        return "(its message could not be read: str() raised)"
     return " ".join(text.split())[:300] if text else "(no message)"
 
 

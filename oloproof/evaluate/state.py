@@ -251,7 +251,14 @@ def _is_number(x: Any) -> bool:
 def _close(a: float, b: float, *scale: float) -> bool:
     if type(a) is int and type(b) is int:
         return a == b
-    return a == b or abs(a - b) <= DELTA_REL_TOL * max(1.0, abs(a), abs(b), *(abs(x) for x in scale))
+    try:
+        return a == b or abs(a - b) <= DELTA_REL_TOL * max(1.0, abs(a), abs(b), *(abs(x) for x in scale))
+    except OverflowError:  # an integer beyond any float beside a float: compared as exact fractions
+        from fractions import Fraction
+
+        fa, fb = Fraction(a), Fraction(b)
+        return abs(fa - fb) <= Fraction(DELTA_REL_TOL) * max(Fraction(1), abs(fa), abs(fb),
+                                                             *(abs(Fraction(x)) for x in scale))
 
 
 def same(a: Any, b: Any) -> bool:
@@ -312,23 +319,58 @@ def _assign(patterns: list[Any], items: list[Any]) -> list[int | None]:
     """For each pattern, the index of the item it is paired with in a maximum one-to-one
     pairing of patterns with items they match (augmenting paths: a greedy pairing could
     give an item to a pattern that another needed more), or None."""
-    fits = [[j for j, it in enumerate(items) if item_matches(p, it)] for p in patterns]
-    owner: dict[int, int] = {}  # item -> pattern
+    return max_matching([[j for j, it in enumerate(items) if item_matches(p, it)] for p in patterns],
+                        len(items))
 
-    def place(p: int, seen: set[int]) -> bool:
-        for j in fits[p]:
-            if j not in seen:
-                seen.add(j)
-                if j not in owner or place(owner[j], seen):
-                    owner[j] = p
-                    return True
-        return False
 
-    for p in range(len(patterns)):
-        place(p, set())
-    out: list[int | None] = [None] * len(patterns)
-    for j, p in owner.items():
-        out[p] = j
+def max_matching(fits: list[list[int]], n: int) -> list[int | None]:
+    """A maximum one-to-one pairing of rows with the items ``fits[row]`` lists (of ``n``):
+    for each row, its item or None. Kuhn's augmenting paths, rows and items tried in order (so
+    a pairing that keeps the order is preferred when there is one), searched with a stack of
+    its own: an augmenting path as long as the rows (thousands of expected calls or appended
+    items) cannot exhaust Python's."""
+    owner: list[int | None] = [None] * n  # item -> row
+    free = [True] * n
+    first: list[int | None] = []
+    for adj in fits:  # each row takes its first free item: most rows need no search at all
+        j = next((j for j in adj if free[j]), None)
+        if j is not None:
+            free[j] = False
+        first.append(j)
+    for row, item in enumerate(first):
+        if item is not None:
+            owner[item] = row
+    for root, taken in enumerate(first):
+        if taken is not None:
+            continue
+        seen: set[int] = set()
+        stack = [[root, 0]]  # [row, next position in fits[row]]
+        path: list[int] = []  # path[i]: the item leading from stack[i] to stack[i + 1]
+        while stack:
+            top = stack[-1]
+            row, k = top
+            adj = fits[row]
+            while k < len(adj) and adj[k] in seen:
+                k += 1
+            if k == len(adj):
+                stack.pop()
+                if path:
+                    path.pop()
+                continue
+            j = adj[k]
+            top[1] = k + 1
+            seen.add(j)
+            held = owner[j]
+            if held is None:  # augment: each row on the stack takes the item after it
+                for (r, _), item in zip(stack, [*path, j]):
+                    owner[item] = r
+                break
+            path.append(j)
+            stack.append([held, 0])
+    out: list[int | None] = [None] * len(fits)
+    for item, held_by in enumerate(owner):
+        if held_by is not None:
+            out[held_by] = item
     return out
 
 
@@ -369,7 +411,8 @@ class StateDelta(StateEvaluator):
     * ``length_delta`` — the length (a list's items, an object's keys; absent initially: 0)
       now minus initially is ``value``;
     * ``increased_by`` / ``decreased_by`` — the number at ``path`` changed by exactly
-      ``value`` (floats within :data:`DELTA_REL_TOL` of the largest magnitude: rounding).
+      ``value`` (floats within :data:`DELTA_REL_TOL` of the largest magnitude: rounding; the
+      change between two integers is exact, so their size widens nothing).
 
     Floats compare within :data:`DELTA_REL_TOL` throughout, integers exactly. No ``expected.state_delta`` →
     excluded (``no_expected_state_delta``); no recorded state → missing
@@ -506,7 +549,14 @@ class StateDelta(StateEvaluator):
         for side, v in (("initial", before), ("recorded", after)):
             if not _is_number(v):
                 return [f"the {side} value is not a number"]
-        change = after - before
-        if _close(change, want, before, after):
+        try:
+            change = after - before
+        except OverflowError:  # a float beside an integer beyond any float
+            from fractions import Fraction
+
+            exact = Fraction(after) - Fraction(before)
+            change = int(exact) if exact.denominator == 1 or abs(exact) >= 2 ** 1023 else float(exact)
+        # only float operands round: two integers' difference is exact, whatever their size
+        if _close(change, want, *(x for x in (before, after) if isinstance(x, float))):
             return []
         return [f"changed by {_num(change, True)} ({_num(before)} → {_num(after)}), expected {_num(want, True)}"]

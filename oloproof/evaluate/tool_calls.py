@@ -24,9 +24,10 @@ calls left over are *extra*. A complete trace passes when no expected call is mi
 (under ``forbid``) no call is extra.
 
 The truncated-prefix rule: on a truncated trace a continuation can only add calls. Under
-``forbid`` an extra call is already fatal (no continuation removes it): fail. Under ``allow``
-a trace whose expected calls are all aligned stays so: pass. Anything else may still go
-either way: missing (``truncated``).
+``forbid`` an extra call is already fatal (no continuation removes it): fail; so is, in order
+(``strict``, ``in_order``), an expected call missing before one already made (no continuation
+puts a call before it). Under ``allow`` a trace whose expected calls are all aligned stays so:
+pass. Anything else may still go either way: missing (``truncated``).
 
 ``expected.tool_calls: []`` expects no call; a case without ``expected.tool_calls`` is
 excluded (``no_expected_calls``).
@@ -59,7 +60,7 @@ from oloproof.evaluate.base import (
 )
 from oloproof.evaluate.matchers import Mismatch, mismatch
 from oloproof.evaluate.paths import ABSENT
-from oloproof.evaluate.state import PathCheck
+from oloproof.evaluate.state import PathCheck, max_matching
 from oloproof.evaluate.trajectory import TRUNCATED, TrajectoryEvaluator
 from oloproof.events import StepRecorded
 from oloproof.views import CaseView, TrajectoryView
@@ -150,36 +151,28 @@ def align(expected: Sequence[Mapping[str, Any]], calls: Sequence[StepRecorded], 
 
 
 def _max_matching(ok: list[list[bool]], n: int) -> list[int | None]:
-    """A maximum matching of expected calls (rows) to recorded calls (Kuhn's augmenting paths;
-    a case has tens of calls, not thousands). Rows and columns are tried in order, so a
-    matching that keeps the order is preferred when there is one."""
-    owner: list[int | None] = [None] * n
-
-    def augment(i: int, seen: set[int]) -> bool:
-        for j in range(n):
-            if ok[i][j] and j not in seen:
-                seen.add(j)
-                held = owner[j]
-                if held is None or augment(held, seen):
-                    owner[j] = i
-                    return True
-        return False
-
-    for i in range(len(ok)):
-        augment(i, set())
-    pairs: list[int | None] = [None] * len(ok)
-    for j, row in enumerate(owner):
-        if row is not None:
-            pairs[row] = j
-    return pairs
+    """A maximum matching of expected calls (rows) to recorded calls
+    (:func:`~oloproof.evaluate.state.max_matching`: rows and columns tried in order, so a
+    matching that keeps the order is preferred when there is one)."""
+    return max_matching([[j for j in range(n) if row[j]] for row in ok], n)
 
 
-def verdict_of(a: Alignment, allow_extra: bool, truncated: bool) -> Verdict:
-    """The verdict of an alignment (module docstring, the truncated-prefix rule included)."""
+def skipped(a: Alignment) -> frozenset[int]:
+    """The expected calls left unaligned before an aligned one (in order): a continuation of
+    the trace cannot put a call before one already made."""
+    last = max((i for i, j in enumerate(a.pairs) if j is not None), default=-1)
+    return frozenset(i for i in range(last) if a.pairs[i] is None)
+
+
+def verdict_of(a: Alignment, allow_extra: bool, truncated: bool, ordered: bool = False) -> Verdict:
+    """The verdict of an alignment (module docstring, the truncated-prefix rule included);
+    ``ordered``: the calls were aligned in order (``strict``, ``in_order``)."""
     if a.extra and not allow_extra:
         return FAIL
     if not a.missing:
         return PASS if allow_extra or not truncated else TRUNCATED
+    if truncated and ordered and not allow_extra and skipped(a):
+        return FAIL  # exactly these calls in this order: one is missing before a call already made
     return TRUNCATED if truncated else FAIL
 
 
@@ -218,13 +211,15 @@ class ToolCalls(TrajectoryEvaluator):
         cfg = self.config
         calls = t.calls
         a = align(expected, calls, cfg.order, cfg.exact_arguments)
-        verdict = verdict_of(a, cfg.allow_extra, t.truncated)
-        return verdict, self._checks(expected, calls, a, t.truncated)
+        ordered = cfg.order != "any_order"
+        verdict = verdict_of(a, cfg.allow_extra, t.truncated, ordered)
+        decided = skipped(a) if ordered and not cfg.allow_extra else frozenset()
+        return verdict, self._checks(expected, calls, a, t.truncated, decided)
 
     # ---- what the panel shows ---------------------------------------------------------------
 
     def _checks(self, expected: list[dict[str, Any]], calls: list[StepRecorded], a: Alignment,
-                truncated: bool) -> list[PathCheck]:
+                truncated: bool, decided: frozenset[int] = frozenset()) -> list[PathCheck]:
         crit, exact, allow = self.criterion, self.config.exact_arguments, self.config.allow_extra
         free = set(a.extra)  # shown once: as the nearest candidate of an expected call, or as extra
         out: list[PathCheck] = []
@@ -239,8 +234,11 @@ class ToolCalls(TrajectoryEvaluator):
                 continue
             near = _nearest(want, calls, free, exact)
             if near is None:
-                out.append(PathCheck(crit, path, "missing" if truncated else "fail", expected=want["tool"],
-                                     note="not called" + (" in the recorded prefix (truncated)" if truncated else "")))
+                pending = truncated and i not in decided  # a missing call before a made one is decided
+                out.append(PathCheck(crit, path, "missing" if pending else "fail", expected=want["tool"],
+                                     note="not called" + (" in the recorded prefix (truncated)" if pending else
+                                                          " before the calls that came after it" if truncated
+                                                          else "")))
                 continue
             free.discard(near)
             step = calls[near]
