@@ -324,6 +324,23 @@ class ReplayFinished(Event, frozen=True, tag="replay_finished.v1"):
     injected: bool = True
 
 
+class CaseObserved(Event, frozen=True, tag="case_observed.v1"):
+    """What the recording driver measured about a case it ran, just before its
+    ``case_finished`` (case streams only; older logs have none). ``wall_ms``: milliseconds on
+    the worker's clock from the sandbox's reset to the state's snapshot (under
+    ``--concurrency`` cases share the processor: waiting counts); ``model_calls`` and
+    ``tool_calls``: the calls that ran — a model call records a ``decision`` step, a tool call
+    a ``tool_call`` step; in a prefix case the frozen calls answered from its tape and the
+    boundary action (recorded, never executed) are not counted. An observation, not a replayed
+    fact: replays never read a clock (they record none), and two runs of one agent differ in
+    ``wall_ms``. Quantile metrics read it (sources ``wall_ms``, ``model_calls``,
+    ``tool_calls``); nothing else decides on it."""
+
+    wall_ms: float
+    model_calls: int = 0
+    tool_calls: int = 0
+
+
 class CaseFinished(Event, frozen=True, tag="case_finished.v2"):
     """How a case ended: its output, or the error that ended it. ``traceback``: the frames of
     the user's code when the system raised (Oloproof's own frames left out); None for any
@@ -402,6 +419,7 @@ AnyEvent = (
     | EvidenceRecorded
     | UsageRecorded
     | EnvironmentStateRecorded
+    | CaseObserved
     | CaseFinished
     | CaseRetried
     | ReplayStarted

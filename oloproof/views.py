@@ -18,6 +18,7 @@ import msgspec
 from oloproof.errors import CorruptLogError
 from oloproof.events import (
     CaseFinished,
+    CaseObserved,
     CaseRetried,
     CaseStarted,
     CheckpointRecorded,
@@ -128,6 +129,8 @@ class CaseView(msgspec.Struct, frozen=True):
     evidence: tuple[EvidenceRecorded, ...] = ()
     #: model usage the agent reported (``current_case().usage``), in order
     usage: tuple[UsageRecorded, ...] = ()
+    #: what the recording driver measured (wall time, model and tool calls); None in older logs
+    observed: CaseObserved | None = None
     #: model judges' judgements of the case (``judgement.v1``), in the order they were recorded
     judgements: tuple[JudgementRecorded, ...] = ()
 
@@ -224,6 +227,8 @@ def fold_case(events: Sequence[Event], stream: str = "?") -> CaseView:
     for ev in _fold_environment(events[1:], fields, ("effects", "evidence", "usage")):
         if type(ev) is JudgementRecorded:
             judgements.append(cast(JudgementRecorded, ev))
+        elif type(ev) is CaseObserved:
+            fields["observed"] = ev
         elif type(ev) is CaseFinished:
             fields["output"] = ev.output
             fields["error"] = ev.error

@@ -80,7 +80,8 @@ def streams(db, normalize=True, replays_by_content=False):
     """Every stream's payloads, with the run id taken out (it differs between runs). Replay
     streams are named by what they replay (case, kind, change) rather than by their key, and
     their code digest is taken out: replays are keyed by the system's code, which differs
-    between the projects compared here."""
+    between the projects compared here. A case's observed wall time (``case_observed.v1``) is
+    the one field a clock sets: it is zeroed."""
     conn = sqlite3.connect(db)
     runs = [r[0] for r in conn.execute("SELECT DISTINCT stream FROM events WHERE stream NOT LIKE '%/%'")]
     out = {}
@@ -89,6 +90,8 @@ def streams(db, normalize=True, replays_by_content=False):
         text = bytes(payload).decode()
         for run in runs:
             stream, text = stream.replace(run, "RUN"), text.replace(run, "RUN")
+        if '"type":"case_observed.v1"' in text:
+            text = json.dumps({**json.loads(text), "wall_ms": 0}, sort_keys=True)
         if replays_by_content and stream.startswith("replay/"):
             event = json.loads(text)
             if event["type"].startswith("replay_started"):

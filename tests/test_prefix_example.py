@@ -60,6 +60,7 @@ def flow(tmp_path_factory, _no_log_key_module):
     assert run(p.parent, "init", "--example", "prefix-regression", str(p)).exit_code == 0
     out["e2e"] = run(p, "run", "--json", "e2e.json")
     out["attribute"] = run(p, "attribute", "latest", "fix-three-defects", "--json", "attr.json")
+    out["ship"] = run(p, "attribute", "latest", "ship-parser-fix", "--json", "ship.json")
     out["bisect"] = run(p, "attribute", "latest", "fix-three-defects", "--bisect", "--control", "v2",
                         "--json", "bisect.json")
     out["create"] = run(p, "prefix", "create", "latest", "fix-three-defects")
@@ -102,6 +103,33 @@ def test_v1_fails_end_to_end_and_attribution_finds_the_early_done(flow):
     assert a["primary"]["rule"] == "declared_complete_without_verification"
     assert a["failed_criteria"] == ["world_correct"]
     assert (a["confidence"], a["needs_review"]) == ("high", False)
+
+
+def test_attribution_names_the_untested_deploy_not_the_final_report(flow, tmp_path):
+    """ship-parser-fix: the deploy at step 11 ran on an untested change and wrote the wrong
+    state; the "done" at step 14 is the last error and only its consequence."""
+    import shutil
+
+    p, out = flow
+    assert out["ship"].exit_code == 0, out["ship"].output
+    a = load(p, "ship.json")["attribution"]
+    assert (a["first_unacceptable_step"], a["category"], a["layer"], a["primary"]["rule"]) == \
+        (11, "irreversible_without_verification", "model", "irreversible_without_verification")
+    assert [(s["rule"], s["step"], s["role"], s["via"]) for s in a["secondary"]] == [
+        ("declared_complete_without_verification", 14, "consequence", "11 → 12 (returned) → 13 (read) → 14 (decided)")]
+    assert [(s["path"], s["at"], s["explained_by"]) for s in a["symptoms"]] == [("deploys[0].tested", [11], [11])]
+    assert (a["confidence"], a["needs_review"]) == ("high", False)
+    # the example's reviewed prefix of that incident agrees with the rules, and prefix create proposes it
+    reviewed = yaml.safe_load((p / "prefixes" / "deploy-untested.yaml").read_text())
+    assert reviewed["boundary"] == {"before_step": 10, "first_unacceptable_step": 11,
+                                    "category": "irreversible_without_verification"}
+    q = Path(shutil.copytree(p, tmp_path / "q"))
+    r = run(q, "prefix", "create", _e2e_run(q), "ship-parser-fix")
+    assert r.exit_code == 0, r.output
+    doc = yaml.safe_load((q / "prefixes" / "ship-parser-fix.yaml").read_text())
+    assert doc["boundary"] == reviewed["boundary"]
+    assert {"tool": "run_tests", "note": "verify before an irreversible step"} in doc["acceptable_actions"]
+    assert {"tool": "deploy", "critical": True}.items() <= doc["forbidden_actions"][0].items()
 
 
 def test_bisection_finds_the_boundary_recoverable_with_the_control(flow):
@@ -230,6 +258,13 @@ def test_v2_chooses_acceptable_actions_and_stale_is_never_passing(flow):
     assert "errored" not in text  # a stale prefix is reported as stale, not as the system's error
     cost = next(m for m in data["metrics"] if m["id"] == "cost_p50")
     assert cost["observed"] == 12 and cost["missing"] == 3
+    # beside the cost the agent reports, what the driver observed of each short run
+    wall = next(m for m in data["metrics"] if m["id"] == "wall_ms_p50")
+    assert (wall["observed"], wall["missing"]) == (12, 3) and wall["value"] > 0
+    calls = next(m for m in data["metrics"] if m["id"] == "model_calls_p50")
+    assert calls["value"] == 1  # one live model call past each boundary: the frozen ones come from the tape
+    assert "short run, median of 12 trials: observed wall " in text
+    assert "model calls 1, tool calls 0; reported by the agent: cost " in text
 
 
 def test_the_v1_to_v2_diff_per_case(flow):

@@ -104,6 +104,10 @@ class PrefixRow:
     before_step: int
     category: str | None
     outcome: PrefixOutcome
+    #: what the recording driver observed of the short run (``CaseObserved``; None: not run,
+    #: or an older log) and the usage the agent reported in it
+    observed: Any = None
+    usage: tuple[Any, ...] = ()
 
 
 def prefix_outcomes(views: list[CaseView]) -> list[PrefixRow]:
@@ -117,7 +121,7 @@ def prefix_outcomes(views: list[CaseView]) -> list[PrefixRow]:
             continue
         boundary = started.prefix.get("boundary") or {}
         rows.append(PrefixRow(view.case_id, started.trial, int(boundary.get("before_step", 0)),
-                              boundary.get("category"), classify(view)))
+                              boundary.get("category"), classify(view), view.observed, tuple(view.usage)))
     return rows
 
 

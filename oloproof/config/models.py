@@ -97,12 +97,14 @@ class SystemConfig(Strict):
 
 class MetricConfig(Strict):
     """One ``metrics:`` entry (SPEC §5.2): a quantile (strictly between 0 and 1) of a per-case
-    ``source`` — steps, tool calls, cost, tokens, latency or an output field."""
+    ``source`` — steps, tool calls, cost, tokens, latency (reported), wall time and calls
+    (observed) or an output field."""
 
     id: str = Field(min_length=1, max_length=MAX_NAME_LENGTH)
     type: Literal["quantile"]
     source: str = Field(min_length=1, max_length=MAX_NAME_LENGTH,
-                        description="agent_steps, agent_tool_calls, cost, tokens, latency_ms or an output field")
+                        description="agent_steps, agent_tool_calls, cost, tokens, latency_ms, wall_ms, model_calls, "
+                                    "tool_calls or an output field")
     quantile: float = Field(gt=0, lt=1)
 
 

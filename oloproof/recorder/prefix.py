@@ -138,6 +138,13 @@ class PrefixRecorder(CaseRecorder):
     def fork(self) -> Any:
         return None  # one line of action: the tasks a prefix case creates are not branches
 
+    def live_calls(self) -> tuple[int, int]:
+        """The model and tool calls that ran: past the frozen steps, a decision is a live
+        model call and a tool result a call that ran (the boundary action has none: it was
+        recorded, never executed); frozen calls were answered from the tape."""
+        live = [s for s in self._steps if s.index >= self._before]
+        return (sum(1 for s in live if s.kind == "decision"), sum(1 for s in live if s.kind == "tool_result"))
+
 
 def snapshot_of(case: Case, prefix: dict[str, Any], state: Any) -> PrefixSnapshot:
     """What ``resume(snapshot)`` receives."""

@@ -28,6 +28,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn, cast
@@ -40,6 +41,7 @@ from oloproof.errors import Interrupted, RecordError
 from oloproof.events import (
     CODEC,
     CaseFinished,
+    CaseObserved,
     CaseStarted,
     CheckpointRecorded,
     EnvironmentStateRecorded,
@@ -581,14 +583,32 @@ _NAMED = ("reset_error", "snapshot_error", "invalid_record")
 _CASE_STARTED = cast(str, CaseStarted.__struct_config__.tag)  # msgspec types a tag str | int | None
 
 
-def _case_record(args: CaseArgs, head: bytes, rec: Recording) -> CaseRecord:
+def _case_record(args: CaseArgs, head: bytes, rec: Recording, observed: CaseObserved | None = None) -> CaseRecord:
     error = rec.error
     if rec.error_kind in _NAMED and error is not None and not error.startswith("case "):
         error = f"case {args.case_id!r}: {error}"  # the system's own exception is stored as it was raised
     output = msgspec.Raw(rec.output_json) if rec.output_json is not None else rec.output
     finished = CaseFinished(output, error, rec.error_kind, rec.traceback)
-    (end,), (end_type,) = CODEC.pack([finished])
-    return CaseRecord(args.case_id, [head, *rec.payloads, end], [_CASE_STARTED, *rec.types, end_type])
+    end, end_type = CODEC.pack([finished] if observed is None else [observed, finished])
+    return CaseRecord(args.case_id, [head, *rec.payloads, *end], [_CASE_STARTED, *rec.types, *end_type])
+
+
+#: the recording driver's clock (seconds, monotonic). Only :func:`record_case` reads it, around
+#: a run's case: :func:`record` — the path replays take too — never does (STYLE habit 7)
+CLOCK: Callable[[], float] = time.perf_counter
+
+
+def observed(recorder: CaseRecorder, seconds: float) -> CaseObserved:
+    """The observation of a case that ran for ``seconds``: its wall time and the model and
+    tool calls that ran (:class:`~oloproof.events.CaseObserved`)."""
+    live = getattr(recorder, "live_calls", None)
+    if live is not None:  # a prefix case: its frozen calls and its boundary action did not run
+        model_calls, tool_calls = live()
+    else:
+        steps = recorder._steps
+        model_calls = sum(1 for s in steps if s.kind == "decision")
+        tool_calls = sum(1 for s in steps if s.kind == "tool_call")
+    return CaseObserved(round(max(seconds, 0.0) * 1000.0, 3), model_calls, tool_calls)
 
 
 def _invocation(slot: SystemSlot, args: CaseArgs, case: Case) -> Callable[[], Any] | Recording:
@@ -606,24 +626,32 @@ def _invocation(slot: SystemSlot, args: CaseArgs, case: Case) -> Callable[[], An
     return lambda: slot.call(case)
 
 
-def record_case(slot: SystemSlot, args: CaseArgs, timeout: float | None) -> CaseRecord:
-    """Record one case of a run: its whole stream, encoded, nothing written yet."""
+def record_case(slot: SystemSlot, args: CaseArgs, timeout: float | None,
+                clock: Callable[[], float] | None = None) -> CaseRecord:
+    """Record one case of a run: its whole stream, encoded, nothing written yet — with what
+    the driver observed of it (:func:`observed`, timed by ``clock``, default :data:`CLOCK`).
+    A stale prefix case is not run, and observed not at all."""
     head, case, recorder = _prepare(slot, args)
     invoke = _invocation(slot, args, case)
     if isinstance(invoke, Recording):
         return _case_record(args, head, invoke)
-    return _case_record(args, head, record(slot, recorder, invoke, reset_to=args.case.initial_state,
-                                           timeout=timeout))
+    clock = clock or CLOCK
+    started = clock()
+    rec = record(slot, recorder, invoke, reset_to=args.case.initial_state, timeout=timeout)
+    return _case_record(args, head, rec, observed(recorder, clock() - started))
 
 
-async def arecord_case(slot: SystemSlot, args: CaseArgs, timeout: float | None) -> CaseRecord:
+async def arecord_case(slot: SystemSlot, args: CaseArgs, timeout: float | None,
+                       clock: Callable[[], float] | None = None) -> CaseRecord:
     """:func:`record_case` for an ``async def`` system, inside a running event loop."""
     head, case, recorder = _prepare(slot, args)
     invoke = _invocation(slot, args, case)
     if isinstance(invoke, Recording):
         return _case_record(args, head, invoke)
-    return _case_record(args, head, await arecord(slot, recorder, invoke, reset_to=args.case.initial_state,
-                                                  timeout=timeout))
+    clock = clock or CLOCK
+    started = clock()
+    rec = await arecord(slot, recorder, invoke, reset_to=args.case.initial_state, timeout=timeout)
+    return _case_record(args, head, rec, observed(recorder, clock() - started))
 
 
 CASE_JOB = JobKind("oloproof.recorder.record:CASE_JOB", CaseArgs, CaseRecord, record_case, arecord_case,

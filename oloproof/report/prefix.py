@@ -55,7 +55,31 @@ def prefix_rows_table(rows: list[Any]) -> Group:
     parts += [Text(printable(note)) for note in notes]
     parts.append(Text(f"{plural(len(cases), 'prefix case')} ({len(rows)} {trials_word}): {line}; critical forbidden "
                       f"actions: {critical} (counted apart, never averaged)"))
+    short = short_run_line(rows)
+    if short:
+        parts.append(Text(short))
     return Group(*parts)
+
+
+def short_run_line(rows: list[Any]) -> str | None:
+    """The short run's cost and latency, median per trial over the trials that ran: what the
+    recording driver observed (wall time, model and tool calls) beside what the agent reported
+    (cost, latency); None when no trial was observed."""
+    from statistics import median
+
+    ran = [r for r in rows if r.observed is not None]
+    if not ran:
+        return None
+    o = [r.observed for r in ran]
+    line = (f"short run, median of {plural(len(ran), 'trial')}: observed wall {median(x.wall_ms for x in o):g} ms, "
+            f"model calls {median(x.model_calls for x in o):g}, tool calls {median(x.tool_calls for x in o):g}")
+    reported = [r.usage for r in ran if r.usage]
+    if reported:
+        cost = median(sum(u.cost for u in us) for us in reported)
+        latencies = [sum(u.latency_ms for u in us if u.latency_ms is not None) for us in reported
+                     if any(u.latency_ms is not None for u in us)]
+        line += f"; reported by the agent: cost {cost:g}" + (f", latency {median(latencies):g} ms" if latencies else "")
+    return line
 
 
 def attribution_view(result: Any) -> Group:

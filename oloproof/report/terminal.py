@@ -464,6 +464,25 @@ def calls_table(checks: Any) -> Grid:
     return t
 
 
+def cost_line(view: CaseView) -> str | None:
+    """The case's cost and latency: what the agent reported (``current_case().usage``) beside
+    what the recording driver observed (wall time, model and tool calls that ran); None when
+    there is neither."""
+    from oloproof.report.bundle import cost_of
+
+    cost = cost_of(view)
+    said = []
+    if "reported" in cost:
+        r = cost["reported"]
+        said.append(f"reported by the agent: cost {r['cost']:g}, {r['tokens']} tokens"
+                    + (f", latency {r['latency_ms']:g} ms" if r.get("latency_ms") is not None else ""))
+    if "observed" in cost:
+        o = cost["observed"]
+        said.append(f"observed: wall {o['wall_ms']:g} ms, {plural(o['model_calls'], 'model call')}, "
+                    f"{plural(o['tool_calls'], 'tool call')}")
+    return "cost and latency: " + "; ".join(said) if said else None
+
+
 def case_panel(view: CaseView, verdicts: dict[str, tuple[str, str | None]], paths: Any = (),
                call_criteria: Iterable[str] = ()) -> Group:
     """``oloproof show RUN CASE``: the case's input, expected, metadata, fault, error or
@@ -494,6 +513,9 @@ def case_panel(view: CaseView, verdicts: dict[str, tuple[str, str | None]], path
             parts.append(traceback_text(view.traceback))
     else:
         parts.append(Text(f"output: {_short(view.output, 200)}"))
+    cost = cost_line(view)
+    if cost is not None:
+        parts.append(Text(cost))
     if view.attempts:
         parts.append(attempts_text(view))
     vt = Grid(("criterion", "key"), ("verdict", "key"), ("reason", "text"))
@@ -523,7 +545,7 @@ def case_panel(view: CaseView, verdicts: dict[str, tuple[str, str | None]], path
 
         r = route(t)
         if r is not None:
-            parts.append(Text(f"route: {printable(' > '.join(r))} · {plural(len(r) - 1, 'handoff')}"
+            parts.append(Text(f"route: {one_line(' > '.join(r))} · {plural(len(r) - 1, 'handoff')}"
                               + (" so far (truncated)" if t.truncated else "")))
         st = Grid(("#", "key"), ("kind", "key"), ("agent", "key"), ("tool", "key"), ("arguments", "data"),
                   ("result", "data"))
