@@ -591,9 +591,12 @@ def changed_inputs(stored: dict[str, str], project: Project, target: Any = None,
     walked, modules = _inputs(project, target, outputs)
     now = {**modules, **walked}
     out = []
+    root = project.root.resolve()
     for key, digest in stored.items():
-        path = now.get(key) or (Path(key) if Path(key).is_absolute() else None)
-        if path is None or not path.exists():
+        # a file the run saw that this command writes (`--resume ID --json results.json` after a
+        # run without --json) is left out of `now`, not gone: compare it as it is
+        path = now.get(key) or (Path(key) if Path(key).is_absolute() else root / key)
+        if not path.exists():
             out.append(f"{key} (removed)")
         elif _file_digest(path) != digest:
             out.append(key)
@@ -727,6 +730,13 @@ def declared_tools(factory: SystemFactory) -> set[str]:
     functions of the module it lives in and of the project's own modules loaded with it, and
     methods of the classes those modules hold (an adapter class beside the agent)."""
     return set(_tool_functions(factory))
+
+
+def model_calls(factory: SystemFactory) -> set[str]:
+    """Names of the model calls a system declares (``@tool(kind="model")``, the models an
+    integration routes): never faulted."""
+    return {name for name, fn in _tool_functions(factory).items()
+            if (getattr(fn, "__oloproof_tool__", None) or {}).get("kind") == "model"}
 
 
 def _tool_functions(factory: SystemFactory) -> dict[str, Any]:

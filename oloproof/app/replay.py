@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from oloproof.app.evidence import accumulator
-from oloproof.app.project import check_tool_names, declared_tools, load_project, load_system
+from oloproof.app.project import check_tool_names, declared_tools, load_project, load_system, model_calls
 from oloproof.app.runs import iter_case_views, load_run
 from oloproof.config.locate import did_you_mean
 from oloproof.errors import UsageError
@@ -83,6 +83,10 @@ def replay_run(store: EventStore, project_dir: str, run_id: str, fault_spec: str
     if tool not in tools:
         raise UsageError(f"--fault {fault_spec!r}: the system never declared or called a tool {tool!r}"
                          f"{did_you_mean(tool, tools)} (tools: {', '.join(sorted(tools)) or 'none'})")
+    models = model_calls(system.factory)
+    if tool in models:  # as a fault_recovery on it is refused: it would judge every case call_not_made
+        raise UsageError(f"--fault {fault_spec!r}: {tool!r} is a model call, and model calls are never faulted; "
+                         f"fault one of its tools ({', '.join(sorted(tools - models)) or 'none'})")
     escalate_tools = list(escalate)
     if not escalate_tools:
         for ev in project.suite.evaluators:
