@@ -170,6 +170,16 @@ def test_increase_of_an_integer_beyond_any_float_is_judged_not_a_crash():
     assert delta({"x": [big]}, {"x": [big, 2.5]}, {"path": "x", "op": "appended", "value": [2.5]})[0] == ("pass", None)
 
 
+def test_a_path_into_a_string_says_where_it_stops():
+    verdict, checks = delta({"name": "bob"}, {"name": "bob"}, {"path": "name[0]", "op": "set", "value": "b"})
+    assert verdict == ("missing", "path_not_found")
+    assert checks[0].note == 'name is text ("bob") in initial_state: the path cannot go into it'
+    verdict, checks = delta({}, {"a": {"b": 5}}, {"path": "a.b.c", "op": "unchanged"})
+    assert checks[0].note == "a.b is int (5) in the recorded state: the path cannot go into it"
+    assert delta({}, {}, {"path": "x.y", "op": "unchanged"})[1][0].note == \
+        "in neither initial_state nor the recorded state"
+
+
 def test_the_change_between_two_integers_is_exact_however_large_they_are():
     # 10**20 cents increased by 5 is not an increase by 6: integers do not round
     verdict, checks = delta({"x": 10 ** 20}, {"x": 10 ** 20 + 5}, {"path": "x", "op": "increased_by", "value": 6.0})

@@ -374,6 +374,22 @@ def max_matching(fits: list[list[int]], n: int) -> list[int | None]:
     return out
 
 
+def _nowhere(path: Path, initial: Any, state: Any) -> str:
+    """Why ``path`` leads nowhere in either state, for a note: in neither, or — a path into a
+    string (``name[0]``), a number — where it stops, and what is there."""
+    for side, value in (("initial_state", initial), ("the recorded state", state)):
+        for i in range(len(path), 0, -1):
+            stop = resolve(value, path[:i])
+            if stop is ABSENT:
+                continue
+            if i < len(path) and not isinstance(stop, (dict, list)):
+                kind = "null" if stop is None else "text" if isinstance(stop, str) else type(stop).__name__
+                return (f"{format_path(path[:i])} is {kind} ({_short(stop, 40)}) in {side}: "
+                        f"the path cannot go into it")
+            break
+    return "in neither initial_state nor the recorded state"
+
+
 def _num(x: float, sign: bool = False) -> str:
     if isinstance(x, float):
         x = round(x, 9)
@@ -451,7 +467,7 @@ class StateDelta(StateEvaluator):
         expected = before if op == "unchanged" else value
         note: str | None
         if before is ABSENT and after is ABSENT:
-            verdict, note = "missing", "in neither initial_state nor the recorded state"
+            verdict, note = "missing", _nowhere(path, initial, state)
         else:
             problems = getattr(self, "_" + op)(before, after, value)
             verdict, note = ("fail", "; ".join(problems)) if problems else ("pass", None)
