@@ -66,24 +66,6 @@ def _steps(view: CaseView) -> Any:
     }
 
 
-def cost_of(view: CaseView) -> dict[str, Any]:
-    """A case's cost and latency, kept apart by where they come from: ``reported`` (summed
-    over the agent's ``current_case().usage`` calls: ``cost``, ``tokens``, ``latency_ms`` —
-    None when it reported no latency — and ``reports``) and ``observed`` (what the recording
-    driver measured: ``wall_ms``, ``model_calls``, ``tool_calls``). A key is absent when there
-    is nothing of its kind."""
-    out: dict[str, Any] = {}
-    if view.usage:
-        latencies = [u.latency_ms for u in view.usage if u.latency_ms is not None]
-        out["reported"] = {"cost": sum(u.cost for u in view.usage),
-                           "tokens": sum(u.input_tokens + u.output_tokens for u in view.usage),
-                           "latency_ms": sum(latencies) if latencies else None, "reports": len(view.usage)}
-    if view.observed is not None:
-        o = view.observed
-        out["observed"] = {"wall_ms": o.wall_ms, "model_calls": o.model_calls, "tool_calls": o.tool_calls}
-    return out
-
-
 def case_detail(view: CaseView, result: CaseResult, suite: SuiteEvaluation, replays: list[dict[str, Any]],
                 pairs: list[Any]) -> dict[str, Any]:
     """A case panel's data; ``replays`` are :func:`~oloproof.report.panel.replay_rows`."""
@@ -121,6 +103,8 @@ def case_detail(view: CaseView, result: CaseResult, suite: SuiteEvaluation, repl
         from oloproof.report.panel import release_panel
 
         detail["release"] = release_panel(view, dict(zip(suite.criteria, result.verdicts)).get("release_class"))
+    from oloproof.report.panel import cost_of
+
     cost = cost_of(view)
     if cost:  # reported by the agent, observed by the driver: kept apart
         detail["cost"] = cost

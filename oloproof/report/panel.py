@@ -110,3 +110,21 @@ def fault_line(view: Any) -> str | None:
     steps = view.trajectory.steps if view.trajectory is not None else ()
     at = next((s.index for s in steps if getattr(s, "fault", None)), None)
     return f"{said} · applied at step {at}" if at is not None else f"{said} · never applied: the call never came"
+
+
+def cost_of(view: CaseView) -> dict[str, Any]:
+    """A case's cost and latency, kept apart by where they come from: ``reported`` (summed
+    over the agent's ``current_case().usage`` calls: ``cost``, ``tokens``, ``latency_ms`` —
+    None when it reported no latency — and ``reports``) and ``observed`` (what the recording
+    driver measured: ``wall_ms``, ``model_calls``, ``tool_calls``). A key is absent when there
+    is nothing of its kind."""
+    out: dict[str, Any] = {}
+    if view.usage:
+        latencies = [u.latency_ms for u in view.usage if u.latency_ms is not None]
+        out["reported"] = {"cost": sum(u.cost for u in view.usage),
+                           "tokens": sum(u.input_tokens + u.output_tokens for u in view.usage),
+                           "latency_ms": sum(latencies) if latencies else None, "reports": len(view.usage)}
+    if view.observed is not None:
+        o = view.observed
+        out["observed"] = {"wall_ms": o.wall_ms, "model_calls": o.model_calls, "tool_calls": o.tool_calls}
+    return out

@@ -468,7 +468,7 @@ def cost_line(view: CaseView) -> str | None:
     """The case's cost and latency: what the agent reported (``current_case().usage``) beside
     what the recording driver observed (wall time, model and tool calls that ran); None when
     there is neither."""
-    from oloproof.report.bundle import cost_of
+    from oloproof.report.panel import cost_of
 
     cost = cost_of(view)
     said = []
