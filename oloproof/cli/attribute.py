@@ -29,11 +29,15 @@ def command(run: str, case: str | None, bisect: bool, control: str | None, json_
     first went wrong: its first unacceptable step.
 
     Deterministic rules run first (completion declared without verification, acceptance
-    weakened, a report contradicting a tool result, a tool error ignored); the earliest that
-    fires is the primary cause, later ones are its consequences. The record (layer, causes,
-    evidence with step numbers, recoverability, confidence, needs-review, alternative
-    hypotheses) is stored in the log; 'oloproof prefix create' freezes the case before that
-    step. Attribution is a reading of the record, not proof of cause.
+    weakened, a report contradicting a tool result, a tool error ignored, an irreversible step
+    on an unverified change, a guess where a clarification was mandatory); the primary cause
+    is the earliest finding whose effects — traced through the state and the results later
+    steps read — explain the failures; later ones it reached are its consequences, others
+    rival causes. With --bisect, a silent failure no rule names gets the last recoverable
+    prefix as its boundary. The record (layer, causes, the failures and what explains them,
+    evidence with step numbers, recoverability, confidence and its basis, needs-review,
+    alternative hypotheses) is stored in the log; 'oloproof prefix create' freezes the case
+    before that step. Attribution is a reading of the record, not proof of cause.
 
     Exit code: 0 (descriptive), 2 bad input, 3 internal error.
 
