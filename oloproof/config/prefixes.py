@@ -30,7 +30,15 @@ An action matcher names exactly one of ``tool`` (a glob over the tool name, with
 completion; with ``claims_supported: true|false`` it also requires the final's claims to be
 supported — or not — by the frozen tool results) or ``message`` (a regular expression the
 message text must contain, case-insensitive). ``critical: true`` on a forbidden action counts
-it among the critical forbidden actions.
+it among the critical forbidden actions. A bare name (``- inspect_defect_c``, as the seed
+writes its actions) is the tool-name matcher ``{tool: inspect_defect_c}``.
+
+The seed's own minimal record has no ``frozen`` and no ``input``: such a *snapshot-only*
+record freezes its snapshot alone — the goal is the frozen world, no steps, no state — and the
+snapshot's fields are the case's input; the candidate's first action is the first step of its
+recording (:func:`first_action_step`), while ``boundary`` keeps the source trace's numbering.
+The seed prints it with its indentation lost; :func:`seed_form` reads that printing as the
+nested record it stands for.
 
 Errors are located (``prefixes/x.yaml:12: case 'x': field 'boundary.before_step': …``) and
 raised as :class:`~oloproof.errors.CaseFileError` (exit code 2).
