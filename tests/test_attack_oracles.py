@@ -285,3 +285,41 @@ def test_json_on_stdout_is_json_alone_whatever_a_check_prints(cli, noisy_project
     assert r.returncode == 0, r.stderr
     json.loads(r.stdout)  # the JSON alone
     assert "judging" in r.stderr  # what the check printed is not lost
+
+
+# ---- when: a selector that names nothing the suite has -----------------------------------------
+
+WHEN_CASES = "".join(json.dumps(c) + "\n" for c in [
+    {"id": "transfer-1", "input": {"a": "yes"}, "expected": {"a": "yes"}, "tags": ["payment"]},
+    {"id": "transfer-2", "input": {"a": "no"}, "expected": {"a": "yes"}, "tags": ["payment", "scheduling"]},
+])
+
+
+@pytest.mark.parametrize("when, needle", [
+    ("{ids: [transfer-1, trnasfer-2]}", "evaluators[0].when.ids[1]: no case 'trnasfer-2' in cases.jsonl; "
+                                        "did you mean 'transfer-2'?"),
+    ("{tags: [payment, scheduing]}", "evaluators[0].when.tags[1]: no case carries the tag 'scheduing' in "
+                                     "cases.jsonl; did you mean 'scheduling'?"),
+])
+def test_a_misspelt_selector_is_exit_2_not_a_criterion_judged_on_the_rest(cli, tmp_path, when, needle):
+    # transfer-2 fails: a typo that dropped it would leave the criterion passing on transfer-1 alone
+    from tests.conftest import one_function_project
+
+    p = one_function_project(tmp_path / "p", "    return {'a': case.input['a']}\n", WHEN_CASES)
+    (p / "oloproof.yaml").write_text((p / "oloproof.yaml").read_text().replace(
+        "criterion: ok, field: a, expected_field: a}", f"criterion: ok, field: a, expected_field: a, when: {when}}}"))
+    r = cli("run", cwd=p)
+    assert r.exit_code == 2, r.output
+    assert needle in r.output and "oloproof.yaml:" in r.output
+    assert not (p / ".oloproof" / "log.db").exists()
+    for fine in ("{ids: [transfer-1, transfer-2]}", "{tags: [scheduling]}"):
+        (p / "oloproof.yaml").write_text((p / "oloproof.yaml").read_text().replace(when, fine))
+        when = fine
+        r = cli("run", "--json", "r.json", cwd=p)
+        assert r.exit_code == 0, (fine, r.output)
+        cases = {c["case_id"]: c["verdicts"]["ok"]["verdict"] for c in json.loads((p / "r.json").read_text())["cases"]}
+        assert cases["transfer-2"] == "fail", cases  # judged, and caught
+    # a trial's id selects nothing (its case's id selects every trial): refused too
+    (p / "oloproof.yaml").write_text((p / "oloproof.yaml").read_text().replace(when, "{ids: [transfer-2/2]}")
+                                     .replace("evaluators:", "trials: 2\nevaluators:"))
+    assert "no case 'transfer-2/2' in cases.jsonl; did you mean 'transfer-2'?" in cli("run", cwd=p).output

@@ -103,15 +103,51 @@ class Project:
         self.config = self.config.model_copy(update={"trials": trials})
         self.stored_config["oloproof"] = _dump(self.config)
 
-    def prepare(self) -> SuiteInfo:
-        """Validate every case, derived case and validity label before anything runs."""
+    def prepare(self, *, selectors: bool = True) -> SuiteInfo:
+        """Validate every case, derived case and validity label before anything runs, and (with
+        ``selectors``) every case id and tag a ``when:`` names against the cases — not when a
+        stored run is re-judged (``eval``): its cases are the log's, not the file's."""
         info = self.suite_cases.validate()
         labels = load_labels(self.root, self.config.metamorphic, info.ids, self.locator)
         self.suite.set_metamorphic(self.config.metamorphic.transforms if self.config.metamorphic else [], labels)
         if labels:
             self.stored_config["labels"] = labels
         self._judge_labels(info)
+        if selectors:
+            self._check_selectors()
         return info
+
+    def _check_selectors(self) -> None:
+        """Every case id and tag a ``when:`` names is one of the suite's (a source case, a case
+        derived from it; a tag some case carries): a misspelt one would leave its cases out of
+        the criterion in silence, and the criterion would pass on the others. A located
+        :class:`ConfigError` with a did-you-mean otherwise."""
+        entries: Any = self.config
+        for part in self.evaluators_path:
+            entries = getattr(entries, part, None) or []
+        named = [(k, key, j, value) for k, entry in enumerate(entries)
+                 for key in ("ids", "tags") if isinstance(entry, dict) and isinstance(entry.get("when"), dict)
+                 for j, value in enumerate(entry["when"].get(key) or ())]
+        if not named:
+            return
+        from oloproof.config.locate import did_you_mean
+
+        ids: set[str] = set()
+        tags: set[str] = set()
+        transforms = [t.name for t in self.config.metamorphic.transforms] if self.config.metamorphic else []
+        for case in self.cases:
+            ids.add(case.id)
+            ids.update(f"{case.id}~{t}" for t in transforms)
+            tags.update(case.tags)
+        for k, key, j, value in named:
+            known = ids if key == "ids" else tags
+            if value in known:  # (a trial, c/2, is selected by its case's id: c)
+                continue
+            what = "case" if key == "ids" else "case carries the tag"
+            field = f"{'.'.join(self.evaluators_path)}[{k}].when.{key}[{j}]"
+            raise ConfigError(f"{self.locator.where((*self.evaluators_path, k, 'when', key, j))}: {field}: no "
+                              f"{what} {value!r} in {self.cases_label}{did_you_mean(value, known)} (the evaluator "
+                              "would judge no case by it)")
 
     def _judge_labels(self, info: SuiteInfo) -> None:
         """People's labels of the model judges' criteria (``calibration:``), validated against
