@@ -207,3 +207,23 @@ def test_a_prefix_run_counts_only_what_ran_past_the_boundary(recorded, tmp_path,
     text = " ".join(r.output.split())
     assert "short run, median of 1 trial: observed wall " in text
     assert "model calls 1, tool calls 0; reported by the agent: cost 0.002, latency 40 ms" in text
+
+
+def test_the_golden_observed_log_loads_verifies_and_evaluates(tmp_path):
+    """A log with ``case_observed.v1`` keeps loading, verifying and giving the same numbers
+    (the golden log per event version, STYLE habit 3)."""
+    from oloproof.app.evidence import evaluate_run
+    from oloproof.app.project import suite_from_stored
+    from oloproof.app.runs import iter_case_views, latest_run_id, load_run
+    from tests.test_golden import GOLDEN, load_golden
+
+    store = load_golden(GOLDEN.parent / "observed-v1.jsonl", tmp_path / "log.db")
+    run_id = latest_run_id(store)
+    run = load_run(store, run_id)
+    summary = evaluate_run(store, run_id, suite_from_stored(run.started.config))
+    assert {m.id: (m.interval.value, m.interval.observed) for m in summary.metrics} == {
+        "model_calls_p50": (3, 3), "tool_calls_p50": (4, 3)}
+    views = sorted(iter_case_views(store, run_id), key=lambda v: v.case_id)
+    assert [(v.observed.model_calls, v.observed.tool_calls) for v in views] == [(2, 2), (3, 4), (4, 6)]
+    assert all(v.observed.wall_ms > 0 for v in views)
+    store.close()
