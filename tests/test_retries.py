@@ -58,7 +58,7 @@ def run(case):
 '''
 
 CONFIG = '''\
-system: {name: flaky-env, version: "1", callable: app:run, records: [agent_trajectory/v1, effect_ledger/v1, release_evidence/v1]}
+system: {name: flaky-env, version: "1", callable: app:run, records: RECORDS}
 cases: cases.jsonl
 timeout: TIMEOUT
 RETRIES
@@ -68,10 +68,14 @@ evaluators:
 '''
 
 
-def project(p: Path, whats: list[str], retries: str = "retries: {max: 2, on: [worker_died, case_timeout, system_error]}",
-            timeout: float = 1.5) -> Path:
+ALL = "retries: {max: 2, on: [worker_died, case_timeout, system_error]}"
+
+
+def project(p: Path, whats: list[str], retries: str = ALL, timeout: float = 1.5) -> Path:
     write(p / "app.py", APP)
-    write(p / "oloproof.yaml", CONFIG.replace("RETRIES", retries).replace("TIMEOUT", str(timeout)))
+    records = "[agent_trajectory/v1, effect_ledger/v1, release_evidence/v1]"
+    write(p / "oloproof.yaml", CONFIG.replace("RETRIES", retries).replace("TIMEOUT", str(timeout))
+          .replace("RECORDS", records))
     write(p / "cases.jsonl", "".join(json.dumps({"id": w, "input": {"what": w}, "expected": {"answer": "ok"}}) + "\n"
                                      for w in whats))
     return p
@@ -110,7 +114,8 @@ def test_transient_errors_are_run_again_and_recover(workers_run):
     data = json.loads((p / "r.json").read_text())
     v = {c["case_id"]: c["verdicts"] for c in data["cases"]}
     for case in ("ok", "die-once", "raise-once", "timeout-once"):
-        assert v[case] == {"answer_correct": {"verdict": "pass"}, "release_class": {"verdict": "pass", "reason": "PASS"}}
+        assert v[case] == {"answer_correct": {"verdict": "pass"},
+                           "release_class": {"verdict": "pass", "reason": "PASS"}}
     # a worker that dies every time: retried twice (max: 2), then missing as it ended
     assert v["die-always"]["answer_correct"] == {"verdict": "missing", "reason": "worker_died"}
     ran = attempts(p)
@@ -145,10 +150,12 @@ def test_a_case_that_failed_a_criterion_is_never_run_again(workers_run):
 
 def test_every_attempt_stays_in_the_case_stream(workers_run, cli, tmp_path):
     p, _ = workers_run
-    assert stream_types(p, "die-once") == ["case_started.v1", "case_finished.v2", "case_retried.v1",
-                                           "trajectory.v1", "evidence.v1", "case_finished.v2"]
+    types = stream_types(p, "die-once")  # one stream: the first attempt whole, then the second
+    assert types[:3] == ["case_started.v1", "case_finished.v2", "case_retried.v1"]  # the worker died
+    assert types.count("case_started.v1") == 1 and types.count("case_retried.v1") == 1
+    assert "trajectory.v1" in types[3:] and types[-1] == "case_finished.v2"
     assert stream_types(p, "die-always").count("case_retried.v1") == 2
-    assert stream_types(p, "ok") == ["case_started.v1", "trajectory.v1", "evidence.v1", "case_finished.v2"]
+    assert "case_retried.v1" not in stream_types(p, "ok")
     # the seal covers the streams: the audit holds, and the digest is the one run printed
     digest = json.loads((p / "r.json").read_text())["log_digest"]
     r = cli("audit", "verify", "--expect", digest, cwd=p)

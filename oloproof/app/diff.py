@@ -11,6 +11,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from oloproof.app.evidence import judged_run, regression_evidence
 from oloproof.app.refs import PIN, PIN_NAME, pin_run, pinned, pins, require_ref, resolve_ref, trials_of
@@ -91,6 +92,10 @@ class RunDiff:
     slices: list[SliceDiff]
     only_base_criteria: list[str] = field(default_factory=list)
     only_candidate_criteria: list[str] = field(default_factory=list)
+    #: criterion -> flipped case id -> its :class:`~oloproof.app.history.FlakyCase`: the flipped
+    #: cases known to be flaky (their verdict differs between runs of the base's or the
+    #: candidate's version and code): such a flip may be noise
+    known_flaky: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def diff_runs(store: EventStore, base_ref: str, candidate_ref: str, *, allow_unpaired: bool = False) -> RunDiff:
@@ -147,6 +152,30 @@ def diff_runs(store: EventStore, base_ref: str, candidate_ref: str, *, allow_unp
                 differences.append(b - a)
         metrics.append(MetricDiff(m.id, m.quantile, m.unit, mb.interval, m.interval,
                                   statistics.median(differences) if differences else None, len(differences)))
+    known = _known_flaky(store, criteria, (base_run, base_suite, base_summary, base_cases),
+                         (cand_run, cand_suite, cand_summary, cand_cases))
     return RunDiff(base_run, cand_run, base_summary, cand_summary, pair, criteria, metrics, slices,
                    [c for c in base_suite.criteria if c not in common],
-                   [c for c in cand_suite.criteria if c not in base_suite.criteria])
+                   [c for c in cand_suite.criteria if c not in base_suite.criteria], known)
+
+
+def _known_flaky(store: EventStore, criteria: list[CriterionDiff], *runs: Any) -> dict[str, dict[str, Any]]:
+    """The flipped cases known to be flaky (:func:`oloproof.app.history.known_flaky`), by
+    criterion and case id; the two runs, judged already, are not judged again."""
+    from oloproof.app.history import Judged, known_flaky
+    from oloproof.config.limits import split_trial
+
+    flipped = [x for x in criteria
+               if x.flips.regressions or x.flips.fixes or x.flips.to_missing or x.flips.from_missing]
+    if not flipped:
+        return {}
+    known = known_flaky(store, [Judged(run, suite, summary) for run, suite, summary, _ in runs])
+    out: dict[str, dict[str, Any]] = {}
+    for x in flipped:
+        f = x.flips
+        for case_id in [*f.regressions, *f.fixes, *f.to_missing, *f.from_missing]:
+            case = runs[1][3].get(case_id) or runs[0][3].get(case_id)
+            found = known.get(x.criterion, {}).get((split_trial(case_id)[0], case.fingerprint)) if case else None
+            if found is not None:
+                out.setdefault(x.criterion, {})[case_id] = found
+    return out

@@ -23,6 +23,7 @@ from oloproof.cli import (
     evaluate,
     export,
     gate,
+    history,
     imports,
     init,
     label,
@@ -141,6 +142,8 @@ def _db_from_environment(ctx: click.Context) -> None:
 for module in (init, run, runs, show, evaluate, gate, diff, replay, view, export, audit, attribute, prefix, trial,
                imports, search, push):
     cli.add_command(module.command)
+cli.add_command(history.command)
+cli.add_command(history.flaky_command)
 cli.add_command(label.command)
 
 

@@ -25,13 +25,17 @@ from oloproof.cli.common import (
               help="Compare RUN (the candidate) with BASE: a run id, 'latest', 'version:V' or 'pin:NAME'.")
 @click.option("--allow-unpaired", is_flag=True,
               help="With --compare: compare runs of different systems, or with no case in common.")
+@click.option("--history", is_flag=True,
+              help="A trend page of RUN's system instead: each criterion across its sealed runs (with --last N, "
+                   "the latest N), the flaky cases, and each run's own report.")
+@click.option("--last", type=int, metavar="N", help="With --history: only the latest N sealed runs.")
 @click.option("--out", "out_dir", type=click.Path(), help="Write a static report folder (new or empty) and exit.")
 @click.option("--port", type=int, default=8765, show_default=True,
               help="Serve the report on localhost:PORT (0: any free port).")
 @click.option("--db", metavar="PATH", help=DB_HELP)
 @handled
-def command(run: str, base: str | None, allow_unpaired: bool, out_dir: str | None, port: int,
-            db: str | None) -> None:
+def command(run: str, base: str | None, allow_unpaired: bool, history: bool, last: int | None,
+            out_dir: str | None, port: int, db: str | None) -> None:
     """Open a stored RUN (default: latest) as an HTML report: criteria, slices, gate, and a
     case panel per case. Works offline: nothing is loaded from the network.
 
@@ -41,6 +45,10 @@ def command(run: str, base: str | None, allow_unpaired: bool, out_dir: str | Non
     side by side; each run's own report is a tab away. RUN and BASE are each a run id,
     'latest', 'version:V' or 'pin:NAME'; two references to one run exit 2.
 
+    With --history, the page is the trend of RUN's system: per criterion, the rate and its
+    interval band across the sealed runs (inline SVG), each run's paired test against the run
+    before, the flaky cases, and links into each run's own report (written beside it).
+
     The output folder (--out) and the port (--port) are checked before anything is read:
     a folder that is a file, not empty or under a missing folder, or a port in use, exit 2.
 
@@ -48,12 +56,17 @@ def command(run: str, base: str | None, allow_unpaired: bool, out_dir: str | Non
     Example:
       oloproof view latest --out report && chromium report/index.html
       oloproof view version:v2 --compare version:v1
+      oloproof view --history --last 10 --out trend
     """
     from oloproof.errors import UsageError
     from oloproof.report.bundle import build_compare_bundle, build_run_bundle
 
     if not 0 <= port < 65536:
         raise UsageError(f"--port {port}: not a port number (0 to 65535; 0: any free port)")
+    if history and base is not None:
+        raise UsageError("--history and --compare make different pages; give one of them")
+    if last is not None and (not history or last < 1):
+        raise UsageError(f"--last {last}: " + ("give a whole number >= 1" if history else "goes with --history"))
     server, target, created = None, None, False
     if out_dir is not None:
         check_output_folder(out_dir, "--out")
@@ -70,6 +83,10 @@ def command(run: str, base: str | None, allow_unpaired: bool, out_dir: str | Non
         try:
             if base is not None:
                 compared = build_compare_bundle(store, base, run, target, allow_unpaired=allow_unpaired)
+            elif history:
+                from oloproof.report.history import build_history_bundle
+
+                trend = build_history_bundle(store, run, target, last=last)
             else:
                 run_id = resolve_run(store, run)
                 n = build_run_bundle(store, run_id, target)
@@ -84,7 +101,10 @@ def command(run: str, base: str | None, allow_unpaired: bool, out_dir: str | Non
     if server is None:
         from oloproof.report.terminal import plural
 
-        if base is not None:
+        if history:
+            click.echo(f"wrote the history of {trend.system} ({plural(trend.runs, 'sealed run')}, "
+                       f"{plural(trend.flaky, 'flaky case row')}) to {target / 'index.html'}")
+        elif base is not None:
             click.echo(f"wrote the comparison of base {compared.base_id} ({plural(compared.base_cases, 'case')}) "
                        f"and candidate {compared.candidate_id} ({plural(compared.candidate_cases, 'case')}, "
                        f"{compared.paired} paired) "

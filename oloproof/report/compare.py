@@ -40,7 +40,8 @@ def diff_dict(d: Any) -> dict[str, Any]:
                   "only_base": d.pairing.only_base, "only_candidate": d.pairing.only_candidate},
         "criteria": [
             {"criterion": c.criterion, "base": _rate(c.base), "candidate": _rate(c.candidate), **_flips(c.flips),
-             "p_value": c.flips.p_value, "method": c.flips.method}
+             "p_value": c.flips.p_value, "method": c.flips.method,
+             "known_flaky": {case_id: _flaky(f) for case_id, f in d.known_flaky.get(c.criterion, {}).items()}}
             for c in d.criteria
         ],
         "criteria_only_in_base": d.only_base_criteria,
@@ -56,6 +57,13 @@ def diff_dict(d: Any) -> dict[str, Any]:
         ],
         "slices": [{"slice": s.slice, "criterion": s.criterion, **_flips(s.flips)} for s in d.slices],
     }
+
+
+def _flaky(f: Any) -> dict[str, Any]:
+    """A flipped case known to be flaky (a :class:`~oloproof.app.history.FlakyCase`): its
+    verdict's counts among the runs of one version and code."""
+    return {"version": f.version, "code_digest": f.code_digest, "pass": f.passed, "fail": f.failed,
+            "missing": f.missing, "observations": f.observations}
 
 
 def _ids(ids: list[str], most: int = 8) -> str:
@@ -92,13 +100,21 @@ def diff_view(d: Any) -> Group:
     parts.append(t)
     flipped = [x for x in ordered if x.flips.regressions or x.flips.fixes or x.flips.to_missing or x.flips.from_missing]
     if flipped:
+        known = d.known_flaky
         cases = Grid(("criterion", "key"), ("move", "key"), ("cases", "text"))
         for x in flipped:
+            flaky = known.get(x.criterion, {})
             for move, ids in (("pass → fail", x.flips.regressions), ("fail → pass", x.flips.fixes),
                               ("→ missing", x.flips.to_missing), ("missing →", x.flips.from_missing)):
                 if ids:
-                    cases.add_row(x.criterion, move, ", ".join(ids))
+                    cases.add_row(x.criterion, move, ", ".join(
+                        i + (f" (known flaky: {flaky[i].passed} pass, {flaky[i].failed} fail)" if i in flaky else "")
+                        for i in ids))
         parts += [Text("flipped cases (regressions first)", style="bold"), cases]
+        if any(known.values()):
+            parts.append(Text("known flaky: its verdict on the criterion differs between runs with the same "
+                              "fingerprint, version and code (pass and fail counted over those runs; see "
+                              "'oloproof flaky'): its flip may be noise"))
     else:
         parts.append(Text("no case changed its verdict"))
     if d.metrics:

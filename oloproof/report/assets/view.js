@@ -525,7 +525,14 @@
     var flipped = el("section", { id: "flipped" }, [el("h2", { text: "Flipped cases (regressions first)" })]);
     if (!pg.flipped.length) flipped.appendChild(el("p", { id: "no-flips", text: "no case changed its verdict" }));
     pg.flipped.forEach(function (g) {
-      var list = el("ul", { cls: "cases" }, g.cases.map(function (id) { return el("li", null, [caseLink(id)]); }));
+      // a flipped case known to be flaky (oloproof flaky): its flip may be noise
+      var known = {};
+      d.criteria.forEach(function (r) { if (r.criterion === g.criterion && r.known_flaky) known = r.known_flaky; });
+      var list = el("ul", { cls: "cases" }, g.cases.map(function (id) {
+        var f = Object.prototype.hasOwnProperty.call(known, id) ? known[id] : null;
+        return el("li", f ? { cls: "known-flaky" } : null, [caseLink(id), f ? el("span", { cls: "flaky",
+          text: " known flaky (" + f.pass + " pass, " + f.fail + " fail in runs of " + f.version + ")" }) : null]);
+      }));
       flipped.appendChild(el("div", { cls: "group " + g.move, "data-criterion": g.criterion, "data-move": g.move }, [
         el("h3", { text: g.criterion + " · " + g.label + " (" + g.cases.length + ")" }), list]));
     });
