@@ -55,6 +55,13 @@ def test_contains_with_numbers_does_not_find_a_number_in_its_negative():
     assert answer(ev, "items 3 - 1050", "1050") == ("pass", None)  # a spaced dash is no sign
 
 
+def test_a_matcher_of_another_oracle_in_output_matches_is_missing_not_a_fail():
+    for match in ("exact", "contains", "regex", "number"):
+        ev = make("output_matches", criterion="a", field="answer", match=match)
+        assert answer(ev, "1050", {"$regex": "10.*"}) == ("missing", "unsupported_matcher"), match
+        assert answer(ev, "1050", {"$any_of": [{"$approx": 1050}, "1050"]}) == ("pass", None), match
+
+
 # ---- agent_tool_calls --------------------------------------------------------------------------
 
 def tool_calls(expected, trajectory, **cfg):

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from oloproof.config.matchers import compile_regex
+from oloproof.config.matchers import compile_regex, is_matcher
 from oloproof.evaluate.base import (
     FAIL,
     PASS,
@@ -161,7 +161,9 @@ class OutputMatches(Evaluator):
     without the field fails. ``number`` fails with ``no_number`` or ``several_numbers`` when
     the output is not one number. An expected value that cannot be used — a regex that does
     not compile or repeats a repetition (``invalid_regex``), a ``number`` that is no number
-    (``expected_not_a_number``) — leaves the case missing, never passed.
+    (``expected_not_a_number``), a matcher object such as ``{"$regex": …}``, which only
+    ``agent_tool_calls`` and ``state_delta`` read (``unsupported_matcher``) — leaves the case
+    missing, never passed.
     """
 
     config_model = OutputMatchesConfig
@@ -189,6 +191,8 @@ class OutputMatches(Evaluator):
 
     def _one(self, got: Any, want: Any) -> Verdict:
         cfg = self.config
+        if is_matcher(want):  # {"$regex": …} is agent_tool_calls' and state_delta's: here it would only fail
+            return missing("unsupported_matcher")
         if cfg.match == "number":
             return self._number(got, want)
         steps = cfg.normalize
