@@ -41,6 +41,14 @@ cases: cases.jsonl
 evaluators:
   - {type: contains, criterion: answer_correct, field: answer, expected_field: answer}
   - {type: contains, criterion: polite, field: polite, expected_field: polite}
+release: release.yaml
+'''
+
+#: against the run pinned as v1 (run 5): before the pin, and for the run of three trials, the
+#: rule has no comparable baseline, so every run's gate blocks (exit 1)
+RELEASE = '''\
+rules:
+  - {name: no-regress, criterion: answer_correct, no_regression: {baseline: "pin:v1", max_regressions: 0}}
 '''
 
 HOSTILE = "<i>c17<i>&amp;<img src=x onerror=window.PWNED=1>"
@@ -58,21 +66,22 @@ def log(tmp_path_factory) -> dict:
     p = tmp_path_factory.mktemp("history") / "agent"
     write(p / "app.py", APP)
     write(p / "oloproof.yaml", CONFIG)
+    write(p / "release.yaml", RELEASE)
     kinds = [*KINDS, "flaky"]
     write(p / "cases.jsonl", "".join(json.dumps({"id": c, "input": {"kind": k},
                                                  "expected": {"answer": "ok", "polite": "yes"}}) + "\n"
                                      for c, k in zip(case_ids(), kinds)))
     results = []
 
-    def run(*args: str, code: int = 0) -> None:
+    def run(*args: str) -> None:
         rec = run_in(p, "run", "--json", "r.json", *args)
-        assert rec.exit_code == code, rec.output
-        if code == 0:
-            results.append(json.loads((p / "r.json").read_text()))
+        assert rec.exit_code == 1, rec.output  # the gate blocks (see RELEASE)
+        results.append(json.loads((p / "r.json").read_text()))
 
     for n in range(5):
         (p / "counter").write_text(str(n))
         run()
+    assert run_in(p, "runs", "--pin", "latest", "v1").exit_code == 0
     run("--trials", "3")
     run("--case", "c00-good")
     (p / "stop").write_text("x")
@@ -187,6 +196,19 @@ def test_sparkline_colours_a_significant_move_on_a_terminal_only(log, project, m
     assert "31m" not in buf.getvalue() and h.sparkline("answer_correct") in buf.getvalue()
 
 
+def test_a_run_that_fails_its_audit_is_left_out_and_named(log, project, cli):
+    from tests.test_adversary import tamper
+
+    ids = [x["run_id"] for x in log["results"]]
+    tamper(project, "DELETE FROM events WHERE stream = ?", f"{ids[2]}/c00-good")
+    h = history_json(cli, project)
+    assert [r["run_id"] for r in h["runs"]] == ids[:2] + ids[3:]
+    (broken,) = h["left_out"]["broken"]
+    assert broken["run_id"] == ids[2] and f"{ids[2]}/c00-good" in broken["problem"]
+    assert h["runs"][2]["compared_with"] == ids[1]  # run 4, against run 2
+    assert f"left out: run {ids[2]} cannot be judged" in cli("history", cwd=project).output
+
+
 @pytest.mark.parametrize("args, needle", [
     (("--criterion", "answer_corect"), "did you mean 'answer_correct'"),
     (("--system", "flaky-agnet"), "did you mean 'flaky-agent'"),
@@ -219,6 +241,18 @@ def test_flaky_lists_the_cases_whose_verdict_differs_with_the_same_code(log, pro
     # the latest two runs (v1's partial run and v2): nothing is flaky there
     r = cli("flaky", "--last", "2", cwd=project)
     assert r.exit_code == 0 and "no flaky case" in r.output
+
+
+def test_the_gate_comment_marks_the_known_flaky_regressions(log, project, cli):
+    r = cli("gate", "--format", "markdown", cwd=project)
+    assert r.exit_code == 1
+    ids = [x["run_id"] for x in log["results"]]
+    assert f"Rule `no-regress` on `answer_correct` against `pin:v1` (run `{ids[4]}`): 8 pass → fail, 1 fail → pass" \
+        in r.output
+    lines = {line.split("`")[1]: line for line in r.output.splitlines() if line.startswith("- `")}
+    assert "known flaky (6 pass, 2 fail in runs of `1`)" in lines["c08-flaky"]
+    assert "known flaky" not in lines["c10-fragile"] and len(lines) == 8
+    assert f"`oloproof show {ids[7]} c10-fragile`" in lines["c10-fragile"]
 
 
 def test_diff_marks_a_flipped_case_known_to_be_flaky(log, project, cli):
@@ -295,6 +329,24 @@ def test_view_history_is_an_offline_trend_page(log, project, cli, tmp_path, driv
     link.click()
     wait(driver, "#panel table")
     assert driver.find_element(By.CSS_SELECTOR, "#panel h2").text == "Case c08-flaky"
+
+
+def test_view_compare_marks_the_known_flaky_flips(log, project, cli, tmp_path, driver):
+    from selenium.webdriver.common.by import By
+
+    from tests.test_view import wait
+
+    ids = [x["run_id"] for x in log["results"]]
+    out = tmp_path / "compare"
+    assert cli("view", ids[1], "--compare", ids[0], "--out", str(out), cwd=project).exit_code == 0
+    driver.get((out / "index.html").as_uri())
+    wait(driver, "#flipped")
+    marked = driver.find_elements(By.CSS_SELECTOR, "#flipped li.known-flaky")
+    assert len(marked) == 3
+    texts = sorted(li.text for li in marked)
+    assert texts[-1] == "c09-flaky3 known flaky (3 pass, 5 fail in runs of 1)", texts
+    assert any(t.startswith(HOSTILE + " known flaky") for t in texts)  # markup shown as text
+    assert driver.execute_script("return window.PWNED === undefined")
 
 
 def test_view_history_options(project, cli, tmp_path):

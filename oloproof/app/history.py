@@ -14,7 +14,8 @@ is compared with. A log of many runs costs one evaluation per run, never one per
   run is compared with a prefix run) and the same trials a case (paired trial by trial) that is
   not partial: a partial run (``run --case/-k/--limit/--last-failed``) is shown, marked, and
   compared on the cases it ran, but is never the run another is compared with.
-  Runs that are not sealed are left out and counted; a run that fails its audit too.
+  Runs that are not sealed are left out and counted; a run that fails its audit (or cannot be
+  judged here: an evaluator plugin missing) is left out and named with why.
 * **Flaky cases.** A case (a trial ``c/2`` counts as ``c``) whose verdict on a criterion is
   ``pass`` in some observations and ``fail`` in others, among the runs (and their trials) with
   the same fingerprint, system version and code digest — and the same configuration of that
@@ -34,7 +35,7 @@ from oloproof.app.refs import trials_of
 from oloproof.app.runs import StoredRun, is_prefix_run, load_run, run_headers
 from oloproof.config.limits import split_trial
 from oloproof.config.locate import did_you_mean
-from oloproof.errors import CorruptLogError, UsageError
+from oloproof.errors import CorruptLogError, InputError, UsageError
 from oloproof.evaluate.compare import Flips, flips, pairing
 from oloproof.evaluate.engine import CaseResult, SuiteEvaluation, Summary
 from oloproof.events import canonical_json
@@ -238,11 +239,12 @@ class Judged:
 
 def judge_runs(store: EventStore, runs: list[StoredRun], left: LeftOut) -> Iterator[Judged]:
     """Each run judged under the rules it ran with (its audit first); a run that fails its
-    audit is left out (``left.broken``), never a reason to stop."""
+    audit, or whose stored configuration cannot be judged here (a plugin's evaluator that is
+    not installed), is left out (``left.broken``, with why), never a reason to stop."""
     for run in runs:
         try:
             stored, suite, summary = judged_run(store, run.run_id)
-        except CorruptLogError as e:
+        except (CorruptLogError, InputError) as e:
             left.broken.append((run.run_id, str(e)))
             continue
         yield Judged(stored, suite, summary)

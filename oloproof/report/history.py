@@ -21,7 +21,7 @@ from rich.text import Text
 
 from oloproof.app.history import FlakyCase, FlakyReport, History, LeftOut, RunPoint, spark_char
 from oloproof.evaluate.compare import Flips
-from oloproof.report.terminal import Grid, interval_text, pct, plural
+from oloproof.report.terminal import Grid, interval_text, one_line, pct, plural
 from oloproof.stats.intervals import RateInterval, round_outward
 
 #: a test this significant colours its run's block of the sparkline (on a terminal)
@@ -137,7 +137,7 @@ def _left_note(left: LeftOut) -> list[Text]:
         out.append(Text(f"left out: {plural(len(left.unsealed), 'run')} not sealed (unfinished or stopped): "
                         + ", ".join(left.unsealed[:5]) + (" …" if len(left.unsealed) > 5 else "")))
     for run_id, problem in left.broken:
-        out.append(Text(f"left out: run {run_id} fails its audit ({problem})"))
+        out.append(Text(f"left out: run {run_id} cannot be judged ({one_line(problem)})"))
     return out
 
 
@@ -297,7 +297,7 @@ def history_page(h: History, links: dict[str, str]) -> str:
     if h.left_out.unsealed:
         left.append(f"{plural(len(h.left_out.unsealed), 'run')} not sealed left out: "
                     + ", ".join(h.left_out.unsealed))
-    left += [f"run {r} fails its audit: {p}" for r, p in h.left_out.broken]
+    left += [f"run {r} cannot be judged: {p}" for r, p in h.left_out.broken]
     if left:
         out.append('<p id="left-out">' + "<br>".join(_e(x) for x in left) + "</p>")
     rows = []
