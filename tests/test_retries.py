@@ -249,3 +249,25 @@ def test_bad_retries_are_located_config_errors(cli, tmp_path, retries, needle):
     assert r.exit_code == 2, r.output
     assert "oloproof.yaml:4" in r.output and needle in r.output, r.output
     assert not (p / ".oloproof" / "log.db").exists() or not json.loads(cli("runs", "--json", cwd=p).output)
+
+
+def test_the_html_case_panel_shows_the_attempts(workers_run, cli, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    from tests.test_view import browser, wait
+
+    p, _ = workers_run
+    assert cli("view", "latest", "--out", str(tmp_path / "report"), cwd=p).exit_code == 0
+    driver = browser()
+    try:
+        driver.get((tmp_path / "report" / "index.html").as_uri() + "#case=die-always")
+        wait(driver, "#panel td.attempts")
+        cell = driver.find_element(By.CSS_SELECTOR, "#panel td.attempts")
+        assert cell.find_element(By.TAG_NAME, "p").text == "3 attempts; the verdicts are attempt 3's"
+        rows = [[td.text for td in tr.find_elements(By.TAG_NAME, "td")]
+                for tr in cell.find_elements(By.CSS_SELECTOR, "tr")]
+        rows = [r for r in rows if r]  # the header row holds th cells
+        assert [r[:2] for r in rows] == [["1", "worker_died"], ["2", "worker_died"]]
+        assert "died" in rows[0][2]
+    finally:
+        driver.quit()
