@@ -256,3 +256,23 @@ def test_the_pydantic_ai_page_instruments_a_team_as_written(cli, tmp_path):
            for c in json.loads((p / "r.json").read_text())["cases"]}
     assert got["c1"]["agent_route"] == "pass" and got["c1"]["world"] == "pass"
     assert got["c1"]["recovers_from_error_at_issue_refund"] in ("pass", "fail")  # judged: replayed
+
+
+# ---- out as OpenTelemetry and back ------------------------------------------------------------
+
+def test_a_run_exported_and_imported_with_its_cases_keeps_every_verdict(odd, cli):
+    """A case whose system raised is missing; exported and imported again (``--cases``), it
+    must not become a pass: the error travels with the case (``oloproof.error``)."""
+    assert cli("export", "latest", "--format", "otlp-json", "--out", "t.jsonl", cwd=odd).exit_code == 0
+    r = cli("import", "otel", "t.jsonl", "--cases", "cases.jsonl", cwd=odd)
+    assert r.exit_code == 0, r.output
+    r = cli("eval", "latest", "--other-system", "--json", "back.json", cwd=odd)
+    assert r.exit_code == 0, r.output
+    back = {c["case_id"]: {k: v["verdict"] + ("/" + v["reason"] if v.get("reason") else "")
+                           for k, v in c["verdicts"].items()}
+            for c in json.loads((odd / "back.json").read_text())["cases"]}
+    original = verdicts(odd)
+    assert back["exit"]["world"] == "missing/system_error"  # was a pass once imported
+    assert {c: v["world"] for c, v in back.items()} == {c: v["world"] for c, v in original.items()}
+    shown = cli("show", "latest", "base", cwd=odd).output
+    assert "error: BaseException: not an Exception" in shown

@@ -127,7 +127,7 @@ def _case_events(started: CaseStarted, case: ImportedCase, state: Any = NO_STATE
                          TrajectoryRecorded(case.terminal_status, case.truncated, case.step_limit, len(case.steps)),
                          *([EnvironmentStateRecorded(state)] if state is not NO_STATE else []),
                          CaseFinished(case.output if isinstance(case.output, dict) or case.output is None
-                                      else {"output": case.output})]
+                                      else {"output": case.output}, case.error, case.error_kind)]
     return CODEC.pack(events)
 
 

@@ -646,6 +646,10 @@ class ImportedCase:
     conversation: str | None = None
     #: when its first span started (ns): the order of a conversation's turns
     start: int = 0
+    #: how a case Oloproof exported ended when its system raised (``oloproof.error``,
+    #: ``oloproof.error_kind``): read back, so that it stays missing rather than judged
+    error: str | None = None
+    error_kind: str | None = None
 
 
 #: the deepest JSON text an attribute's value is parsed from: a recorded value may nest
@@ -1338,6 +1342,7 @@ def _case(case_id: str, roots: list[Span], children: dict[str, list[Span]], trac
     m.walk(children.get(root.span_id, []) if own and root is not None else roots or tops or [], children)
     truncated, step_limit = False, None
     talk = None
+    error = error_kind = None
     if own and root is not None:  # own: root is not None
         output = _strict(attrs, "oloproof.output", root.where)
         status = attrs.get("oloproof.terminal_status", "unknown")
@@ -1350,6 +1355,10 @@ def _case(case_id: str, roots: list[Span], children: dict[str, list[Span]], trac
         step_limit = limit if isinstance(limit, int) and not isinstance(limit, bool) and limit >= 0 else None
         # a trial's or a derived case's id (c/2, c~t) is no plain case id: one character changes
         case_id = str(attrs["oloproof.case_id"]).replace("/", "-").replace("~", "-")
+        for key in ("oloproof.error", "oloproof.error_kind"):
+            if key in attrs and not isinstance(attrs[key], str):
+                raise _fail(root.where, f"attribute {key}: expected text, got {quoted(attrs[key])}")
+        error, error_kind = attrs.get("oloproof.error"), attrs.get("oloproof.error_kind")
     else:
         status = m.status if root is not None else "unknown"
         output = {"final": m.output} if m.output is not None else (
@@ -1383,7 +1392,7 @@ def _case(case_id: str, roots: list[Span], children: dict[str, list[Span]], trac
                         constraints=constraints, truncated=truncated, step_limit=step_limit,
                         # only an ADK turn is joined with the others of its conversation (iter_cases)
                         conversation=talk if root is not None and root.operation in WORKFLOW_OPS else None,
-                        start=top.start if top is not None else 0)
+                        start=top.start if top is not None else 0, error=error, error_kind=error_kind)
 
 
 def _strict(attrs: dict[str, Any], key: str, where: str) -> Any:
