@@ -281,7 +281,7 @@ def noisy_project(tmp_path_factory):
     return p
 
 
-@pytest.mark.parametrize("args", [("eval", "latest"), ("show", "latest"),
+@pytest.mark.parametrize("args", [("eval", "latest"), ("gate", "latest"), ("show", "latest"),
                                   ("show", "latest", "c1")])
 def test_json_on_stdout_is_json_alone_whatever_a_check_prints(cli, noisy_project, args):
     import subprocess
@@ -292,6 +292,16 @@ def test_json_on_stdout_is_json_alone_whatever_a_check_prints(cli, noisy_project
     assert r.returncode == 0, r.stderr
     json.loads(r.stdout)  # the JSON alone
     assert "judging" in r.stderr  # what the check printed is not lost
+
+
+def test_the_gate_comment_is_the_comment_alone_whatever_a_check_prints(noisy_project):
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "oloproof", "gate", "latest", "--format", "markdown"],
+                       cwd=noisy_project, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "judging" not in r.stdout and "imported:" not in r.stdout and r.stdout.lstrip().startswith("#")
 
 
 # ---- when: a selector that names nothing the suite has -----------------------------------------

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import click
 
 from oloproof.cli.common import (
@@ -15,6 +17,7 @@ from oloproof.cli.common import (
     json_option,
     open_log,
     resolve_run,
+    stdout_to_stderr,
     write_json,
 )
 
@@ -57,18 +60,20 @@ def command(run: str, json_path: str | None, fmt: str, db: str | None) -> None:
         from oloproof.errors import UsageError
 
         raise UsageError("--format markdown writes the comment to standard output: give --json a FILE")
-    store = open_log(db)
-    try:
-        run_id = resolve_run(store, run)
-        if fmt == "markdown":
-            from oloproof.cli.common import log_args
-            from oloproof.report.markdown import build_gate_markdown
+    # stdout holds the JSON (`--json -`) or the comment alone: what the checks print goes to stderr
+    with stdout_to_stderr() if json_path == "-" or fmt == "markdown" else contextlib.nullcontext():
+        store = open_log(db)
+        try:
+            run_id = resolve_run(store, run)
+            if fmt == "markdown":
+                from oloproof.cli.common import log_args
+                from oloproof.report.markdown import build_gate_markdown
 
-            comment, summary = build_gate_markdown(store, run_id, where=log_args(db))
-        else:
-            summary = run_report(store, run_id).summary
-    finally:
-        store.close()
+                comment, summary = build_gate_markdown(store, run_id, where=log_args(db))
+            else:
+                summary = run_report(store, run_id).summary
+        finally:
+            store.close()
     out = console(stderr=json_path == "-")
     if json_path:
         from oloproof.report.results import gate_dict
