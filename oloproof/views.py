@@ -226,7 +226,7 @@ def fold_case(events: Sequence[Event], stream: str = "?") -> CaseView:
     judgements: list[JudgementRecorded] = []
     for ev in _fold_environment(events[1:], fields, ("effects", "evidence", "usage")):
         if type(ev) is JudgementRecorded:
-            judgements.append(cast(JudgementRecorded, ev))
+            judgements.append(ev)
         elif type(ev) is CaseObserved:
             fields["observed"] = ev
         elif type(ev) is CaseFinished:

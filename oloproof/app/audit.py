@@ -275,8 +275,8 @@ def audit_log(store: EventStore) -> LogAudit:
             problems.append(f"{audit.run_id}: the run sealed before it ({previous}) is gone from the log "
                             "(deleted whole)")
     known = set(run_ids)
-    orphans = sorted({n.split("/", 1)[0] for n in names
-                      if "/" in n and not n.startswith((PREFIX, "pin/", "attribution/", "push/", "judgement/"))} - known)
+    not_runs = (PREFIX, "pin/", "attribution/", "push/", "judgement/")  # streams of their own, no run's
+    orphans = sorted({n.split("/", 1)[0] for n in names if "/" in n and not n.startswith(not_runs)} - known)
     for run_id in orphans:
         problems.append(f"{run_id}/…: case streams of a run that no longer exists (its run stream is gone)")
     problems.extend(_deep_check(store, [PREFIX], []))
