@@ -276,21 +276,27 @@ def noisy_project(tmp_path_factory):
     write(p / "oloproof.yaml", "system:\n  name: n\n  version: '1'\n  callable: app:run\ncases: cases.jsonl\n"
                                "evaluators:\n  - {type: python, criterion: noisy, function: checks:noisy}\n")
     write(p / "cases.jsonl", '{"id": "c1", "input": {}}\n{"id": "c2", "input": {}}\n')
-    r = run_in(p, "run")
-    assert r.exit_code == 0, r.output
+    for _ in range(2):
+        r = run_in(p, "run")
+        assert r.exit_code == 0, r.output
     return p
 
 
 @pytest.mark.parametrize("args", [("eval", "latest"), ("gate", "latest"), ("show", "latest"),
-                                  ("show", "latest", "c1")])
-def test_json_on_stdout_is_json_alone_whatever_a_check_prints(cli, noisy_project, args):
+                                  ("show", "latest", "c1"), ("history",), ("flaky",), ("diff", "FIRST", "latest"),
+                                  ("export", "latest", "--format", "otlp-json", "--out", "-")])
+def test_machine_output_on_stdout_is_alone_whatever_a_check_prints(cli, noisy_project, args):
     import subprocess
     import sys
 
-    r = subprocess.run([sys.executable, "-m", "oloproof", *args, "--json"], cwd=noisy_project,
-                       capture_output=True, text=True, timeout=120)
+    if "FIRST" in args:
+        first = json.loads(cli("runs", "--json", "-", cwd=noisy_project).stdout)[0]["run_id"]
+        args = tuple(first if a == "FIRST" else a for a in args)
+    command = [sys.executable, "-m", "oloproof", *args] + ([] if "--out" in args else ["--json"])
+    r = subprocess.run(command, cwd=noisy_project, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    json.loads(r.stdout)  # the JSON alone
+    for line in r.stdout.splitlines() if "--out" in args else [r.stdout]:
+        json.loads(line)  # the JSON alone
     assert "judging" in r.stderr  # what the check printed is not lost
 
 

@@ -6,6 +6,7 @@ Everything here validates before anything runs: a bad file raises an
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import os
@@ -249,11 +250,12 @@ def bind_checks(project: Project) -> None:
             continue
         path = base + (i, "function")
         where, label = project.locator.where(path), dotted(path)
-        fn = _import_object(project.root, ev.spec, label, where, fresh=not digests)
+        with contextlib.redirect_stdout(sys.stderr):  # a module that prints as it is imported
+            fn = _import_object(project.root, ev.spec, label, where, fresh=not digests)
         problem = function_problem(fn)
         if problem is not None:
             raise ConfigError(f"{where}: {label} {ev.spec!r} {problem}")
-        ev.bind(fn, check_digest(fn, ev.spec), str(project.root))
+        ev.bind(_printing_to_stderr(fn), check_digest(fn, ev.spec), str(project.root))
         digests[ev.spec] = ev.digest
     if digests:
         project.stored_config["checks"] = digests
@@ -284,16 +286,30 @@ def bind_stored_checks(suite: SuiteEvaluation, root: Path | str | None, *, trust
             if not trusted and not _module_in(folder, module_name):
                 raise ConfigError(f"no module {module_name!r} in the project folder {folder} (a stored run's "
                                   "python checks are imported from there only)")
-            fn = _import_object(folder, ev.spec, "", "", fresh=fresh)
+            with contextlib.redirect_stdout(sys.stderr):
+                fn = _import_object(folder, ev.spec, "", "", fresh=fresh)
             fresh = False
             if not trusted and not _module_in(folder, module_name, imported=True):
                 raise ConfigError(f"module {module_name!r} was imported from outside the project folder {folder}")
             problem = function_problem(fn)
             if problem is not None:
                 raise ConfigError(f"{ev.spec!r} {problem}")
-            ev.bind(fn, check_digest(fn, ev.spec), str(folder))
+            ev.bind(_printing_to_stderr(fn), check_digest(fn, ev.spec), str(folder))
         except ConfigError as e:
             ev.unbound(str(e))
+
+
+def _printing_to_stderr(fn: Any) -> Any:
+    """A python check whose ``print`` goes to stderr: a command's standard output carries its
+    result (``--json -``, ``export --out -``, the gate's comment), never a check's own lines."""
+    import functools
+
+    @functools.wraps(fn)
+    def check(case: Any) -> Any:
+        with contextlib.redirect_stdout(sys.stderr):
+            return fn(case)
+
+    return check
 
 
 # ---- model judges (``type: model_judge``): a Python judge is user code, imported here ---------
