@@ -237,8 +237,10 @@ BOOLEANS = [
      "rules[0].no_regression.max_p"),
     ("release.yaml", "max_failures: 0", "no_regression: {baseline: 'version:v1', max_p: 0.05, min_paired: true}",
      "rules[0].no_regression.min_paired"),
+    ("oloproof.yaml", "min_slice_support: 3", "min_slice_support: 3\nretries: {max: true, on: [worker_died]}",
+     "retries.max"),
 ]
-COVERED = {"min_slice_support", "timeout", "trials", "quantile", "minimum_validity", "max_failures",
+COVERED = {"min_slice_support", "timeout", "trials", "quantile", "minimum_validity", "max_failures", "max",
            "min_lower_bound", "min_rate", "max_regressions", "max_p", "min_paired", "min_pass_hat_k"}
 
 
