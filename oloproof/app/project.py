@@ -7,6 +7,7 @@ Everything here validates before anything runs: a bad file raises an
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import importlib
 import os
@@ -456,18 +457,23 @@ def _forget_project_modules(root: Path) -> None:
             continue
         if _inside(file, root):
             del sys.modules[name]
-        elif name.partition(".")[0] in own and not str(Path(file).resolve()).startswith(installed):
+        elif name.partition(".")[0] in own and not _resolved(file).startswith(installed):
             del sys.modules[name]  # another project's module of the same name
+
+
+@functools.lru_cache(maxsize=65536)
+def _resolved(file: str) -> str:
+    """``file`` with its symbolic links resolved, remembered: the modules of a process (a few
+    thousand once a framework is imported) are looked up on every project load, and resolving
+    each path again (an ``lstat`` per component) cost most of a small run's time."""
+    return os.path.realpath(file)
 
 
 def _inside(file: str | None, root: Path) -> bool:
     if not file:
         return False
-    try:
-        Path(file).resolve().relative_to(root)
-        return True
-    except ValueError:
-        return False
+    path, top = _resolved(file), _resolved(str(root))
+    return path == top or path.startswith(top if top.endswith(os.sep) else top + os.sep)
 
 
 def _import(project: Project, spec: str, key: str, section: str = "system") -> Any:
@@ -741,7 +747,7 @@ def _path_modules(root: Path, target: Any) -> Iterator[Path]:
         file = getattr(module, "__file__", None)
         if not isinstance(file, str) or not file or name == "oloproof" or name.startswith("oloproof."):
             continue
-        path = Path(file).resolve()
+        path = Path(_resolved(file))
         if path.is_relative_to(root) or not path.is_file():
             continue
         if module is not own and (not any(path.is_relative_to(e) for e in entries)
