@@ -607,6 +607,11 @@ def _searchable(raw: bytes) -> str:
     return raw.decode("utf-8", "replace")
 
 
+def _unmarked(text: str) -> str:
+    # a membership test is a memchr; translate() walks every character
+    return text.translate(_NO_MARKS) if "\ue000" in text or "\ue001" in text else text
+
+
 def search_fields(type_: str, payload: bytes) -> tuple[int | None, str, str | None, str] | None:
     """What the search index keeps of one stored event: ``(step, kind, tool_name, text)`` of a
     step (its tool, agents, arguments and result as JSON text), ``(None, "error", None,
@@ -616,15 +621,18 @@ def search_fields(type_: str, payload: bytes) -> tuple[int | None, str, str | No
     if type_ == "step.v1":
         s = _SEARCH_STEP.decode(payload)
         parts = [x for x in (s.tool_name, s.agent, s.to_agent) if x]
-        parts.extend(_searchable(bytes(r)) for r in (s.arguments, s.result) if r and bytes(r) != b"null")
-        return s.index, s.kind, s.tool_name, " ".join(parts).translate(_NO_MARKS)
+        for value in (s.arguments, s.result):
+            raw = bytes(value)
+            if raw and raw != b"null":
+                parts.append(_searchable(raw))
+        return s.index, s.kind, s.tool_name, _unmarked(" ".join(parts))
     if type_ in ("case_finished.v1", "case_finished.v2", "replay_finished.v1"):
         error = _SEARCH_END.decode(payload).error
-        return None if error is None else (None, "error", None, error.translate(_NO_MARKS))
+        return None if error is None else (None, "error", None, _unmarked(error))
     if type_ == "judgement.v1":
         j = _SEARCH_JUDGEMENT.decode(payload)
         text = " ".join(x for x in (j.criterion, j.verdict, j.explanation, j.error) if x)
-        return None, "judgement", None, text.translate(_NO_MARKS)
+        return None, "judgement", None, _unmarked(text)
     return None
 
 

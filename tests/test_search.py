@@ -217,14 +217,52 @@ def test_a_log_written_before_the_index_says_how_to_build_it(cli, support_run):
     assert len(hits(cli, support_run, "delete_customer")) == 6
 
 
-def test_steps_written_by_another_process_not_indexed_yet_are_announced(cli, support_run):
+def test_steps_written_by_another_process_not_indexed_yet_are_announced(cli, support_run, monkeypatch):
+    """A search catches the index up first; while another process holds the log (a run
+    writing), it answers at once from what is indexed and says how much it lags."""
+    from oloproof.store import sqlite as sqlite_module
+
     sql(support_run, "UPDATE meta SET value = '0' WHERE key = 'search_indexed_to'", "DELETE FROM search_steps",
         "INSERT INTO search_steps_fts (search_steps_fts) VALUES ('delete-all')")
-    r = cli("search", "delete_customer", cwd=support_run)
+    monkeypatch.setattr(sqlite_module, "SEARCH_WAIT", 0.05)
+    writer = sqlite3.connect(log_path(support_run), isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")  # another process in the middle of a write
+    try:
+        r = cli("search", "delete_customer", cwd=support_run)
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
     assert r.exit_code == 0 and "no step matches" in r.output and "not indexed yet" in r.output
-    # the next writer catches up
-    assert cli("runs", "--pin", "latest", "base", cwd=support_run).exit_code == 0
+    # the writer gone, the next search catches up
     assert len(hits(cli, support_run, "delete_customer")) == 6
+
+
+def test_a_run_indexes_nothing_and_the_first_search_after_it_finds_every_step(cli, support_project):
+    """The index is off the run's path: the run leaves it behind (its cases pay nothing for
+    it) and the first search catches it up, in full, changing no event."""
+    assert cli("run", cwd=support_project).exit_code == 1  # the example's gate blocks
+    conn = sqlite3.connect(log_path(support_project))
+    try:
+        assert conn.execute("SELECT count(*) FROM search_steps").fetchone() == (0,)
+        steps = conn.execute("SELECT count(*) FROM events WHERE type = 'step.v1'").fetchone()[0]
+    finally:
+        conn.close()
+    before = events(support_project)
+    expected = called(support_project, "delete_customer")
+    found = hits(cli, support_project, "delete_customer", "--limit", "1000")
+    assert {(h["run_id"], h["case_id"]) for h in found} == expected and len(found) == 6
+    assert events(support_project) == before
+    assert indexed_steps(log_path(support_project)) == steps  # every step, each once
+    assert "not indexed yet" not in cli("search", "refund", cwd=support_project).output
+
+
+def indexed_steps(path: Path) -> int:
+    conn = sqlite3.connect(path)
+    try:
+        [(n,)] = conn.execute("SELECT count(DISTINCT pos) FROM search_steps WHERE kind != 'error'").fetchall()
+        return n
+    finally:
+        conn.close()
 
 
 def test_an_import_is_searchable(cli, tmp_path):

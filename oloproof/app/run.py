@@ -50,7 +50,7 @@ from oloproof.app.project import (
 )
 from oloproof.app.projections import case_rows, evaluation_key, run_row
 from oloproof.app.retries import Retries
-from oloproof.app.runs import is_prefix_run, load_run, refresh_search, resume_command, selection_text, utc_now
+from oloproof.app.runs import is_prefix_run, load_run, resume_command, selection_text, utc_now
 from oloproof.config.cases import SuiteCase, SuiteInfo
 from oloproof.config.limits import trial_case_id
 from oloproof.errors import Interrupted, OloproofError, UsageError
@@ -240,8 +240,8 @@ class _Driver:
         self.store.commit((), self.rows.take())
         sealed = seal(self.store, self.run_id, case_count=self.total, replay_streams=self.replay_streams,
                       clock=self.clock)
+        # the search index is left behind: the first search catches it up (store.search)
         self.store.commit((), {"runs": [run_row(stored.started, sealed)]})
-        refresh_search(self.store)
         return sealed
 
     # ---- the work ----------------------------------------------------------------------
@@ -298,7 +298,6 @@ class _Driver:
                 self._judged_in(judging.finished())
             if self.rows.due():
                 self.store.commit((), self.rows.take())
-                refresh_search(self.store)  # after the cases' own transactions, at the rows' pace
         if self.waiting:  # a derived case whose source never came: a bug, not a case's fault
             raise RuntimeError(f"derived cases waited for sources that were never recorded: {sorted(self.waiting)}")
 
@@ -520,7 +519,6 @@ def run_suite(project: Project, system: LoadedSystem, store: EventStore, info: S
         if stopped:  # keep what was judged: the projections catch up on resume anyway
             with contextlib.suppress(Exception):
                 store.commit((), driver.rows.take())
-                refresh_search(store)
             driver.held.close()
     try:
         sealed = driver.finish()

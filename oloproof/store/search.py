@@ -9,7 +9,9 @@ in an error gives a row of kind ``error``.
 Like the other projections it is a cache derived from the events, never a source of
 decisions: :func:`catch_up` indexes the events written since the last call (the log's meta
 row ``search_indexed_to`` holds how far it got, in the same transaction as the rows), and
-:func:`rebuild` starts it again from nothing (``oloproof audit rebuild``). The user's query
+:func:`rebuild` starts it again from nothing (``oloproof audit rebuild``). Writers do not
+index what they write (a run's cases pay nothing for it): the first search after them
+catches the index up (:func:`behind`), once. The user's query
 is always bound as a parameter; FTS5 reports a malformed one, which becomes
 :class:`SearchQueryError`.
 """
@@ -89,6 +91,17 @@ def names(conn: sqlite3.Connection, what: str) -> list[str]:
     return sorted(r[0] for r in conn.execute(sql))
 
 
+def behind(conn: sqlite3.Connection) -> bool:
+    """Whether :func:`catch_up` has work: events past the cursor, rows past it, or a cursor
+    the log cannot have. Two lookups of the largest key: nothing is scanned."""
+    done = indexed_to(conn)
+    if done is None:
+        return True
+    top = conn.execute("SELECT max(pos) FROM events").fetchone()[0] or 0
+    held = conn.execute(f"SELECT max(pos) FROM {TABLE}").fetchone()[0] or 0
+    return top != done or held > done
+
+
 def lag(conn: sqlite3.Connection) -> int:
     """How many searchable events the index does not hold yet."""
     marks = ", ".join("?" * len(SEARCHED_TYPES))
@@ -111,15 +124,18 @@ def catch_up(conn: sqlite3.Connection) -> int:
     cur = conn.execute(f"SELECT pos, stream, type, CAST(payload AS BLOB) FROM events "
                        f"WHERE pos > ? AND pos <= ? AND type IN ({marks}) ORDER BY pos",
                        (done, top, *SEARCHED_TYPES))
-    replays: dict[str, tuple[str, str] | None] = {}
     added = 0
+    current: str | None = None
+    owner: tuple[str, str, str | None] | None = None
     while True:
         batch = cur.fetchmany(_BATCH)
         if not batch:
             break
         rows = []
         for pos, stream, type_, payload in batch:
-            if stream.startswith(JUDGEMENT_CACHE):  # the cache's copy: its case holds the judgement
+            if stream != current:  # a stream's events come together: whose they are is asked once
+                current, owner = stream, _owner(conn, stream)
+            if owner is None:
                 continue
             try:
                 fields = search_fields(type_, payload)
@@ -127,21 +143,7 @@ def catch_up(conn: sqlite3.Connection) -> int:
                 continue
             if fields is None:
                 continue
-            replay = None
-            if stream.startswith(REPLAY):
-                if stream not in replays:
-                    replays[stream] = _replayed(conn, stream)
-                owner = replays[stream]
-                if owner is None:
-                    continue
-                run_id, case_id = owner
-                replay = stream[len(REPLAY):]
-            else:
-                run_id, sep, case_id = stream.partition("/")
-                if not sep:
-                    continue
-            step, kind, tool_name, text = fields
-            rows.append((pos, run_id, case_id, step, kind, tool_name, replay, text))
+            rows.append((pos, *owner[:2], *fields[:3], owner[2], fields[3]))
         conn.executemany(f"INSERT INTO {TABLE} (pos, run_id, case_id, step, kind, tool_name, replay, text) "
                          "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
         added += len(rows)
@@ -150,6 +152,19 @@ def catch_up(conn: sqlite3.Connection) -> int:
                  (done, top))
     conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (_CURSOR, str(top)))
     return added
+
+
+def _owner(conn: sqlite3.Connection, stream: str) -> tuple[str, str, str | None] | None:
+    """(run, case, replay key) a stream's steps are indexed under; None for a stream whose
+    steps are not (a judgement cache's copies, whose case holds them; a run's own stream; a
+    replay stream that does not say which case it replays)."""
+    if stream.startswith(JUDGEMENT_CACHE):
+        return None
+    if stream.startswith(REPLAY):
+        replayed = _replayed(conn, stream)
+        return None if replayed is None else (*replayed, stream[len(REPLAY):])
+    run_id, sep, case_id = stream.partition("/")
+    return (run_id, case_id, None) if sep else None
 
 
 def _replayed(conn: sqlite3.Connection, stream: str) -> tuple[str, str] | None:

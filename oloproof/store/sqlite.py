@@ -74,6 +74,9 @@ def _ours(table: str) -> bool:
 
 #: how long a writer waits for another one's transaction (a long import holds the lock throughout)
 BUSY_SECONDS = 60.0
+#: how long a search waits for the write lock to catch the index up before it answers from what
+#: is indexed (a run commits case by case, so the lock is free between two of its cases)
+SEARCH_WAIT = 2.0
 
 _VERDICTS_VIEW = """
 CREATE VIEW IF NOT EXISTS verdicts AS
@@ -102,7 +105,6 @@ class SQLiteStore(EventStore):
         self.projections_stale = False
         self.readonly = readonly
         self._outer = False  # inside transaction()
-        self._dirty = False  # events written: the search index catches up on close
         self.key = key
         if durability not in DURABILITY:
             raise StoreError(f"durability must be one of {', '.join(DURABILITY)}, got {durability!r}")
@@ -304,7 +306,6 @@ class SQLiteStore(EventStore):
 
     def _write(self, appends: Sequence[StreamAppend], rows: Rows | None) -> None:
         conn = self._conn
-        self._dirty = self._dirty or bool(appends)
         key = self.key
         rows_out: list[tuple] = []
         for ap in appends:
@@ -546,9 +547,7 @@ class SQLiteStore(EventStore):
         self._writable()
         if self._outer:
             return search.catch_up(self._conn)
-        added = self._in_transaction(search.catch_up)
-        self._dirty = False
-        return added
+        return self._in_transaction(search.catch_up)
 
     def rebuild_search(self) -> int:
         self._writable()
@@ -566,7 +565,41 @@ class SQLiteStore(EventStore):
         if not search.exists(self._conn):
             raise StoreError(f"{self.path}: this log has no search index yet; any command that writes to it "
                              "builds one (or run 'oloproof audit rebuild')")
+        self._catch_up_search()
         return search.search(self._conn, query, where, limit)
+
+    def _catch_up_search(self) -> None:
+        """Index what was written since the index's cursor, before a search reads it: writers
+        leave the index behind (a run's cases cost none of it), the first search after them
+        pays once. On a store opened read-only the catch-up is a short write transaction of
+        its own, touching only the index and its cursor; when it cannot be had — another
+        writer holds the log longer than :data:`SEARCH_WAIT`, read-only storage, a damaged
+        index, a key problem — the search answers from what is indexed and says how much it
+        lags (:meth:`search_lag`)."""
+        if self.key_problem or not search.behind(self._conn):
+            return
+        if not self.readonly:
+            with suppress(StoreError):
+                self.index_search()
+            return
+        try:
+            conn = sqlite3.connect(str(self.path), isolation_level=None, timeout=SEARCH_WAIT)
+        except sqlite3.Error:
+            return
+        try:
+            conn.execute("PRAGMA synchronous = NORMAL")  # a cache: a power loss costs a catch-up, never an event
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                search.catch_up(conn)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        except (sqlite3.Error, MemoryError):  # MemoryError: SQLITE_NOMEM from damaged index pages
+            pass
+        finally:
+            conn.close()
 
     def search_names(self, what: str) -> list[str]:
         return search.names(self._conn, what) if search.exists(self._conn) else []
@@ -575,11 +608,6 @@ class SQLiteStore(EventStore):
         return search.lag(self._conn) if search.exists(self._conn) else 0
 
     def close(self) -> None:
-        if self._dirty and not self._outer:
-            # what this connection wrote becomes searchable; the index is a cache, so a
-            # failure here (a full disk) loses nothing: the next writer catches up
-            with suppress(Exception):
-                self.index_search()
         self._conn.close()
 
 
