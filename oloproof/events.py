@@ -43,7 +43,10 @@ encode = _ENCODER.encode
 
 
 def canonical_json(value: Any) -> bytes:
-    """Canonical JSON bytes of ``value`` (sorted keys, no whitespace)."""
+    """Canonical JSON bytes of ``value`` (sorted keys, no whitespace); a ``msgspec.Raw`` (JSON
+    an integration encoded, in its own key order) is read and written again canonically."""
+    if type(value) is msgspec.Raw:
+        value = msgspec.json.decode(value)
     return _ENCODER.encode(value)
 
 

@@ -485,7 +485,14 @@ def encode_recorded(value: Any, where: str = "value") -> bytes:
     """The canonical JSON of a recorded value, or :class:`UnfitValue` naming the path of a
     NaN/Infinity, of a value that contains itself, or of nesting deeper than
     :data:`MAX_RECORDED_NESTING`. A value msgspec cannot encode at all raises what msgspec
-    raises (``TypeError``...)."""
+    raises (``TypeError``...). A ``msgspec.Raw`` is JSON already (what an integration's codec
+    made of a framework's objects with msgspec, which has no NaN): only its depth is checked."""
+    if type(value) is msgspec.Raw:
+        data = bytes(value)
+        if len(data) > _SHALLOW and json_nests_deeper(data, MAX_RECORDED_NESTING):
+            raise UnfitValue(where, "", f"nested deeper than {MAX_RECORDED_NESTING} levels (the limit for a "
+                                        "recorded value)")
+        return data
     try:
         data = _encode(value)
     except RecursionError:

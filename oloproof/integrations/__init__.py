@@ -31,6 +31,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import msgspec
+
 from oloproof.recorder.case import ROUTED
 from oloproof.system import _AGENT, _CURRENT, ToolCodec
 
@@ -52,11 +54,12 @@ def switch_to(agent: str | None) -> None:
 
 
 def route(name: str, fn: Callable[..., Any], args: tuple = (), kwargs: dict[str, Any] | None = None, *,
-          arguments: dict[str, Any], kind: str = "tool", codec: ToolCodec | None = None,
+          arguments: dict[str, Any] | msgspec.Raw, kind: str = "tool", codec: ToolCodec | None = None,
           agent: str | None = None) -> Any:
     """Call ``fn(*args, **kwargs)`` as the tool (or, ``kind="model"``, the model call) ``name``
     of ``agent``, through the recorder of the case in progress; ``arguments`` is what is
-    recorded and matched against the tape (JSON, already encoded). Outside a case: ``fn`` as is."""
+    recorded and matched against the tape: JSON data, or its bytes already encoded
+    (``msgspec.Raw``, stored as they are). Outside a case: ``fn`` as is."""
     kwargs = kwargs or {}
     rec = _CURRENT.get()
     if rec is None:
@@ -72,8 +75,8 @@ def route(name: str, fn: Callable[..., Any], args: tuple = (), kwargs: dict[str,
 
 
 async def aroute(name: str, fn: Callable[..., Awaitable[Any]], args: tuple = (),
-                 kwargs: dict[str, Any] | None = None, *, arguments: dict[str, Any], kind: str = "tool",
-                 codec: ToolCodec | None = None, agent: str | None = None) -> Any:
+                 kwargs: dict[str, Any] | None = None, *, arguments: dict[str, Any] | msgspec.Raw,
+                 kind: str = "tool", codec: ToolCodec | None = None, agent: str | None = None) -> Any:
     """:func:`route` for an ``async`` function: the same steps."""
     kwargs = kwargs or {}
     rec = _CURRENT.get()

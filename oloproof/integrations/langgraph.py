@@ -107,7 +107,7 @@ class _Run:
         #: the messages already written for a request in this run (each request repeats the
         #: conversation so far): id -> (the message, kept alive so its id is not reused; its
         #: content when written, to see a message changed in place; what was written)
-        self.seen: dict[int, tuple[Any, Any, Any]] = {}
+        self.seen: dict[int, tuple[Any, Any, bytes]] = {}
 
     def agent_of(self, metadata: Any, *, model: bool) -> str | None:
         """The agent a call belongs to, from LangGraph's metadata of the node it runs in."""
@@ -466,23 +466,24 @@ def _install_model_hook() -> None:
 
 
 def request_of(messages: list[Any], stop: list[str] | None = None, options: dict[str, Any] | None = None,
-               seen: dict[int, tuple[Any, Any, Any]] | None = None) -> dict:
-    """A chat model call's request as recorded (and matched against the tape): the messages
-    without their ids (random uuids LangGraph and LangChain give them), the names of the tools
-    offered (their schemas are the tools' declarations), ``stop`` and any other option, JSON.
-    ``seen``: the messages written already in this run, reused (not copied: the recorder
-    encodes the request as soon as it is made).
+               seen: dict[int, tuple[Any, Any, bytes]] | None = None) -> msgspec.Raw:
+    """A chat model call's request as recorded (and matched against the tape), as JSON bytes:
+    the messages without their ids (random uuids LangGraph and LangChain give them), the names
+    of the tools offered (their schemas are the tools' declarations), ``stop`` and any other
+    option. ``seen``: each message's JSON written already in this run, reused — a run's later
+    requests repeat its earlier messages, and are the bytes joined, not the messages written
+    again.
     """
     if seen is None:
-        written = [_message_json(m, keep_id=False) for m in messages]
+        written = [_encode_json(_message_json(m, keep_id=False)) for m in messages]
     else:
         written = []
         for m in messages:
             known = seen.get(id(m))
             if known is None or known[0] is not m or known[1] is not getattr(m, "content", None):
-                known = seen[id(m)] = (m, getattr(m, "content", None), _message_json(m, keep_id=False))
+                known = seen[id(m)] = (m, getattr(m, "content", None), _encode_json(_message_json(m, keep_id=False)))
             written.append(known[2])
-    out: dict[str, Any] = {"messages": written}
+    out: dict[str, Any] = {}
     if stop is not None:
         out["stop"] = list(stop)
     for key, value in sorted((options or {}).items()):
@@ -490,7 +491,8 @@ def request_of(messages: list[Any], stop: list[str] | None = None, options: dict
             out["tools"] = [_tool_label(t) for t in value]
         else:
             out[key] = _jsonable(value)
-    return out
+    rest = _encode_json(out)  # b"{...}": its members follow the messages
+    return msgspec.Raw(b'{"messages":[' + b",".join(written) + b"]" + (b"," + rest[1:] if out else b"}"))
 
 
 def _tool_label(tool: Any) -> Any:
@@ -563,6 +565,9 @@ def _usage(result: Any, model: str) -> None:
         tokens = [usage.get("input_tokens", 0), usage.get("output_tokens", 0)]
         if all(type(t) is int and t >= 0 for t in tokens):
             rec.usage(input_tokens=tokens[0], output_tokens=tokens[1], model=model)
+
+
+_encode_json = msgspec.json.Encoder().encode
 
 
 def _jsonable(value: Any) -> Any:

@@ -90,6 +90,15 @@ def _jsonable(value: Any) -> Any:
         return _slow_jsonable(value)
 
 
+def _raw_json(value: Any) -> msgspec.Raw:
+    """``value``'s JSON form as bytes the recorder stores as they are (one C encode, no decode
+    and encode again): what a request and a response are recorded as."""
+    try:
+        return msgspec.Raw(_encode_any(value))
+    except (TypeError, ValueError, OverflowError):
+        return msgspec.Raw(_encode_any(_slow_jsonable(value)))
+
+
 def _slow_jsonable(value: Any) -> Any:
     if isinstance(value, dict):
         return {str(k): _slow_jsonable(v) for k, v in value.items()}
@@ -135,14 +144,14 @@ def _settings(data: Any) -> dict[str, Any]:
 
 
 def _request(system_instructions: Any, input: Any, model_settings: Any, tools: Any, output_schema: Any,
-             handoffs: Any, previous_response_id: Any, conversation_id: Any, prompt: Any) -> dict[str, Any]:
-    """One model request as recorded (and matched against the tape in replays)."""
+             handoffs: Any, previous_response_id: Any, conversation_id: Any, prompt: Any) -> msgspec.Raw:
+    """One model request as recorded (and matched against the tape in replays), as JSON bytes."""
     request: dict[str, Any] = {
         "input": input,
         "tools": [_tool_entry(t) for t in tools],
         "handoffs": [{"tool_name": h.tool_name, "agent_name": h.agent_name, "description": h.tool_description,
                       "parameters": h.input_json_schema} for h in handoffs],
-        "model_settings": model_settings,
+        "model_settings": _settings(_jsonable(model_settings)),
     }
     # what is not set is left out (a null would cost every recorded request a scan for NaN)
     for key, value in (("system_instructions", system_instructions), ("output_schema", output_schema),
@@ -150,9 +159,7 @@ def _request(system_instructions: Any, input: Any, model_settings: Any, tools: A
                        ("prompt", prompt)):
         if value is not None:
             request[key] = _output_schema(value) if key == "output_schema" else value
-    out = _jsonable(request)  # one pass over the whole request
-    out["model_settings"] = _settings(out["model_settings"])
-    return out
+    return _raw_json(request)  # one pass over the whole request
 
 
 # ---- the codec of a model call ----------------------------------------------------------------
@@ -171,7 +178,7 @@ def _encode_response(response: Any) -> Any:
             data["request_id"] = response.request_id
         if response.raw_usage is not None:
             data["raw_usage"] = response.raw_usage
-        return _jsonable(data)
+        return _raw_json(data)
     if isinstance(response, list):  # a streamed response: its events
         return {"events": _jsonable(response)}
     return _jsonable(response)
@@ -257,7 +264,8 @@ class _RoutedModel(Model):
 
         request = _request(system_instructions, input, model_settings, tools, output_schema, handoffs,
                            previous_response_id, conversation_id, prompt)
-        events = await aroute(self.call_name, whole, arguments={**request, "stream": True}, kind="model",
+        streamed = msgspec.Raw(bytes(request)[:-1] + b',"stream":true}')  # the request's object, one key more
+        events = await aroute(self.call_name, whole, arguments=streamed, kind="model",
                               codec=RESPONSE_CODEC, agent=self._agent)
         for event in events:
             yield event
