@@ -527,8 +527,8 @@ def _message_json(message: Any, *, keep_id: bool) -> Any:
 
 
 def _encode(value: Any) -> Any:
-    """A ``ChatResult`` as recorded (the generations' messages, their generation info, the
-    provider's output); anything else as JSON."""
+    """A ``ChatResult`` as recorded — its JSON bytes, made once (the generations' messages,
+    their generation info, the provider's output); anything else as JSON."""
     if not isinstance(value, ChatResult):
         return _jsonable(value)
     out: dict[str, Any] = {"generations": [
@@ -537,12 +537,14 @@ def _encode(value: Any) -> Any:
         for g in value.generations]}
     if value.llm_output:
         out["llm_output"] = _jsonable(value.llm_output)
-    return out
+    return msgspec.Raw(_encode_json(out))
 
 
 def _decode(data: Any) -> Any:
     """The ``ChatResult`` a recorded response was (LangChain's own message classes, chosen by
     their ``type`` tag: nothing else is built from the tape)."""
+    if isinstance(data, msgspec.Raw):
+        data = msgspec.json.decode(data)
     generations = [ChatGeneration(message=messages_from_dict([g["message"]])[0],
                                   generation_info=g.get("generation_info"))
                    for g in data["generations"]]
