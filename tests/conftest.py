@@ -16,6 +16,14 @@ EXAMPLES = ROOT / "examples"
 
 @pytest.hookimpl(trylast=True)  # after pytest-xdist's, which registers its session
 def pytest_configure(config):
+    # the judgement cache's key (oloproof.app.judged) lives in the user's cache folder: the
+    # tests make theirs in a folder of their own, removed when they end
+    import atexit
+    import tempfile
+
+    cache_home = tempfile.mkdtemp(prefix="oloproof-tests-cache-")
+    os.environ["XDG_CACHE_HOME"] = cache_home
+    atexit.register(shutil.rmtree, cache_home, True)
     if hasattr(config, "workerinput"):  # a pytest-xdist worker: it sets COLUMNS=80 LINES=24
         os.environ.pop("COLUMNS", None)  # (see _no_terminal_size), also for module fixtures
         os.environ.pop("LINES", None)

@@ -10,15 +10,21 @@ not stored leaves its case ``missing`` (``replay_not_run``).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from oloproof.app.refs import resolve_ref, trials_of
-from oloproof.app.runs import StoredRun, find_case_view, iter_case_views, load_run
+from oloproof.app.runs import StoredRun, find_case_view, load_run
 from oloproof.errors import CorruptLogError
 from oloproof.evaluate.compare import Flips, RegressionEvidence, flips
 from oloproof.evaluate.engine import Accumulator, CaseResult, SuiteEvaluation, Summary
+from oloproof.events import CODEC
 from oloproof.replay.cache import ReplayCache
-from oloproof.store.base import EventStore
-from oloproof.views import NO_REPLAYS, CaseView, Replays
+from oloproof.store.base import CheckedStream, EventStore
+from oloproof.views import NO_REPLAYS, CaseView, Replays, fold_case
+
+if TYPE_CHECKING:
+    from oloproof.app.audit import RunAudit
+    from oloproof.app.judged import Keeper
 
 
 class PairSources:
@@ -54,7 +60,8 @@ class RunEvidence:
     (a replay stored later cannot change a sealed decision); re-evaluating with another
     configuration (``oloproof eval``) may use any stored replay."""
 
-    def __init__(self, store: EventStore, run: StoredRun, suite: SuiteEvaluation, sealed_only: bool = False):
+    def __init__(self, store: EventStore, run: StoredRun, suite: SuiteEvaluation, sealed_only: bool = False,
+                 *, warn: bool = True):
         self.store, self.run, self.suite = store, run, suite
         s = run.started
         only = None
@@ -62,7 +69,8 @@ class RunEvidence:
             only = {"replay/" + key for key in run.sealed.replays}
         self.replays = ReplayCache(store, s.system_name, s.system_version, s.code_digest, only)
         self.pairs = PairSources(store, run.run_id)
-        say_check_changes(suite, run)
+        if warn:  # else the caller says it (evaluate_run: once the run's audit holds)
+            say_check_changes(suite, run)
 
     def evidence(self, view: CaseView) -> tuple[Replays, CaseView | None]:
         """A case's stored fault replays (only when the suite judges faults) and its
@@ -116,30 +124,87 @@ def accumulator(run: StoredRun, suite: SuiteEvaluation, keep_cases: bool) -> Acc
 
 
 def evaluate_run(store: EventStore, run_id: str, suite: SuiteEvaluation, keep_cases: bool = True,
-                 sealed_only: bool = False, regressions: bool = True) -> Summary:
+                 sealed_only: bool = False, regressions: bool = True, *, run: StoredRun | None = None) -> Summary:
     """Evaluate a stored run from its events and replay streams alone (nothing runs, and no
-    derived table is read: a decision never rests on a cache).
+    derived table is read: a decision never rests on a cache it has not checked).
 
-    The run is audited first (:func:`~oloproof.app.audit.require_intact`): a run whose
-    chains or seal do not hold is refused. A run that is not sealed has its unrecorded cases
-    counted as missing, and its gate cannot pass (``run_incomplete``). ``no_regression`` rules
-    are judged against their baseline run (``regressions=False``: not at all, as when the run
-    is itself read as a baseline)."""
+    The run is audited in the same read (:func:`~oloproof.app.audit.require_intact`): each
+    case stream is judged as its chain is checked, and a run whose chains or seal do not hold
+    is refused before anything is reported. A run that is not sealed has its unrecorded
+    cases counted as missing, and its gate cannot pass (``run_incomplete``). ``no_regression``
+    rules are judged against their baseline run (``regressions=False``: not at all, as when
+    the run is itself read as a baseline). ``run``: the run's stream as the caller read it
+    (:func:`~oloproof.app.runs.load_run`), else read here."""
     from oloproof.app.audit import require_intact
 
-    audit = require_intact(store, run_id)
-    run = load_run(store, run_id)
-    acc = accumulator(run, suite, keep_cases)
-    judge = RunEvidence(store, run, suite, sealed_only).judge
-    for view in iter_case_views(store, run_id):
-        acc.add(judge(view))
-    evidence = {}
+    if run is None:
+        try:
+            run = load_run(store, run_id)
+        except CorruptLogError:
+            require_intact(store, run_id)  # a run stream that does not read: refused as its audit says
+            raise
+    from oloproof.app.judged import Keeper, cached_results, is_changed, judgement_key
+
+    key = judgement_key(run, suite, sealed_only)
+    cached = cached_results(store, run, key)
+    audit = None
+    if cached is not None:
+        # the cache decides nothing on its own: the run is audited (chains and seal) first,
+        # and the entry is the one made for the seal digest the audit holds the log to
+        audit = require_intact(store, run_id)
+        acc = accumulator(run, suite, keep_cases)
+        try:
+            for result in cached:
+                acc.add(result)
+        except Exception as e:
+            if not is_changed(e):
+                raise
+            audit = None  # the cache changed under us: judge from the events
+    if audit is None:
+        acc = accumulator(run, suite, keep_cases)
+        audit = _judge_in_one_read(store, run, suite, acc, sealed_only, Keeper.start(store, run, key))
+    say_check_changes(suite, run)
+    evidence_for_rules = {}
     if regressions and suite.regression_criteria:
-        evidence = regression_evidence(store, run, suite, acc.tracked_verdicts)
+        evidence_for_rules = regression_evidence(store, run, suite, acc.tracked_verdicts)
     from oloproof.app.runs import selection_text
 
-    return acc.summary(expected=run.started.case_count, complete=audit.complete, regressions=evidence,
+    return acc.summary(expected=run.started.case_count, complete=audit.complete, regressions=evidence_for_rules,
                        partial=selection_text(run.started.selection))
+
+
+def _judge_in_one_read(store: EventStore, run: StoredRun, suite: SuiteEvaluation, acc: Accumulator,
+                       sealed_only: bool, keeper: Keeper | None) -> RunAudit:
+    """Audit ``run`` and judge each of its case streams as the audit reads it (into
+    ``acc``; each result also to ``keeper``, which keeps them once the audit holds)."""
+    from oloproof.app.audit import require_intact
+
+    evidence = RunEvidence(store, run, suite, sealed_only, warn=False)
+    failed: list[Exception] = []
+
+    def judge(stream: CheckedStream) -> None:
+        if failed:
+            return
+        try:
+            result = evidence.judge(fold_case(CODEC.decode_stream(stream.stream, stream.payloads), stream.stream))
+            acc.add(result)
+        except Exception as e:  # noqa: BLE001 - raised once the audit holds (a broken run is refused first)
+            failed.append(e)
+            return
+        if keeper is not None:
+            keeper.add(result)
+
+    try:
+        audit = require_intact(store, run.run_id, visit=judge)
+        if failed:
+            raise failed[0]
+    except BaseException:
+        if keeper is not None:
+            keeper.abort()
+        raise
+    if keeper is not None:
+        keeper.keep()
+    return audit
 
 
 # ---- the gate's evidence: a no_regression rule against its baseline ------------------------
@@ -212,4 +277,5 @@ def judged_run(store: EventStore, run_id: str) -> tuple[StoredRun, SuiteEvaluati
     run = load_run(store, run_id)
     suite = suite_from_stored(run.started.config)
     # a baseline's own no_regression rules are not judged here: only its verdicts are read
-    return run, suite, evaluate_run(store, run_id, suite, keep_cases=True, sealed_only=True, regressions=False)
+    return run, suite, evaluate_run(store, run_id, suite, keep_cases=True, sealed_only=True, regressions=False,
+                                    run=run)

@@ -60,6 +60,7 @@ class Project:
         # (load_project, a prefix project): before anything runs, errors located
         bind_checks(self)
         bind_judges(self)
+        self.suite.definition = self.stored_config  # the same dict: what prepare() adds is in it
 
     @property
     def config_digest(self) -> str:
@@ -228,6 +229,7 @@ def suite_from_stored(stored: dict[str, Any], label: str = "<stored run config>"
         suite.set_metamorphic(config.metamorphic.transforms, stored.get("labels") or {})
     bind_stored_checks(suite, root, trusted=trusted)
     bind_stored_judges(suite, stored)
+    suite.definition = stored
     return suite
 
 

@@ -120,8 +120,12 @@ class RunProjector:
 
 
 def rebuild_projections(store: EventStore) -> None:
-    """Drop every projection row and derive them again from the events alone."""
+    """Drop every projection row and derive them again from the events alone; the judgement
+    cache beside the log goes too (the next reader of each run makes its entry again)."""
+    from oloproof.app.judged import drop
+
     store.rebuild_projections(RunProjector(store))
     store.rebuild_search()
+    drop(store)
     if hasattr(store, "projections_stale"):
         store.projections_stale = False

@@ -49,7 +49,7 @@ def run_report(store: EventStore, run_id: str, *, keep_cases: bool = False) -> R
     run = load_run(store, run_id)
     suite = suite_from_stored(run.started.config)
     # the rules it ran with, on the evidence its seal covers: the decision it was sealed with
-    summary = evaluate_run(store, run_id, suite, keep_cases=keep_cases, sealed_only=True)
+    summary = evaluate_run(store, run_id, suite, keep_cases=keep_cases, sealed_only=True, run=run)
     return RunReport(run, suite, summary)
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import UTC
 from typing import Any
 
+from oloproof.app.seals import decode_run_events
 from oloproof.errors import CorruptLogError, UsageError
 from oloproof.events import CaseStarted, RunFinished, RunResumed, RunSealed, RunStarted
 from oloproof.store.base import EventStore
@@ -60,7 +61,9 @@ def load_run(store: EventStore, run_id: str) -> StoredRun:
         known = [r.run_id for r in run_headers(store)]
         hint = f"; known runs: {', '.join(known[-5:])}" if known else "; the log has no runs yet"
         raise UsageError(f"no run {run_id!r} in the log{hint}")
-    events = EventLog(store).decoded(stored)
+    # the seal's lists of streams stay the JSON they are stored as (app.seals): a reader's
+    # memory does not grow with the run
+    events = decode_run_events(run_id, [e.payload for e in stored], [e.type for e in stored])
     if not isinstance(events[0], RunStarted):
         raise CorruptLogError(f"run stream {run_id!r} does not begin with run_started")
     finished = next((e for e in events if isinstance(e, RunSealed)), None) or \

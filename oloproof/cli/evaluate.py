@@ -72,7 +72,7 @@ def command(run: str, json_path: str | None, db: str | None, project_dir: str, o
 
             if is_prefix_run(s):
                 project = load_prefix_project(project_dir)
-            summary = evaluate_run(store, run_id, project.suite, keep_cases=bool(json_path))
+            summary = evaluate_run(store, run_id, project.suite, keep_cases=bool(json_path), run=stored)
         finally:
             store.close()
     out = console(stderr=json_path == "-")

@@ -8,7 +8,6 @@ import sys
 import click
 
 from oloproof.cli.common import DB_HELP, console, handled, open_log, resolve_run
-from oloproof.report.terminal import plural
 
 
 def _has_tty() -> bool:
@@ -76,6 +75,8 @@ def command(run: str, criterion: str, case_id: str | None, label: str | None, pr
                 continue
             append_label(work, item, "pass" if answer in ("p", "pass") else "fail")
             given += 1
+        from oloproof.report.terminal import plural  # not at import: `oloproof --help` stays light
+
         out.print(f"{plural(given, 'label')} written to {work.path} ({len(work.labels)} in all)", markup=False,
                   highlight=False)
     finally:

@@ -143,6 +143,10 @@ class SuiteEvaluation:
         self.release = release
         #: ``oloproof.yaml``'s ``kind`` (set by :func:`build_suite`, with its default rules)
         self.kind: str | None = None
+        #: the configuration the suite was built from, as a run stores it (``RunStarted.config``:
+        #: its labels and checks included), when the app layer built it from one; None
+        #: otherwise. What a cached judgement of the suite is keyed by.
+        self.definition: dict[str, Any] | None = None
         self.criteria = [e.criterion for e in evaluators]
         self.transforms: list[Any] = []  # TransformConfig
         self.labels: dict[str, dict[str, bool]] = {}

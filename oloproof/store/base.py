@@ -13,9 +13,12 @@ import hashlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from oloproof.events import SHA256, ChainScheme, chain_digest, chain_digests
+
+if TYPE_CHECKING:
+    from oloproof.store.judged import JudgementCache
 
 #: Projection tables: name -> (columns, primary-key columns). Rows are tuples in column order.
 PROJECTIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -86,6 +89,22 @@ class VerifyReport:
     def ok(self) -> bool:
         """True when no stream has a sequence gap or a digest mismatch."""
         return not self.problems
+
+
+@dataclass(slots=True)
+class CheckedStream:
+    """One stream as :meth:`EventStore.check_streams` read it: its length (last sequence + 1)
+    and the digest stored on its last event (its head, as :meth:`EventStore.heads` gives it),
+    the events read, the first broken event of its chain (None: it holds), and its payloads
+    and stored types when they were asked for (else empty)."""
+
+    stream: str
+    length: int
+    head: str
+    count: int
+    problem: ChainProblem | None
+    payloads: list[bytes]
+    types: list[str]
 
 
 Rows = Mapping[str, Sequence[tuple]]
@@ -213,44 +232,81 @@ class EventStore(abc.ABC):
         """Recompute the hash chain of every stream under ``prefix`` (or of the ``streams``
         named); report the first broken event per stream."""
         report = VerifyReport()
-        current: str | None = None
-        previous = ""
-        expected_seq = 0
-        broken = False
+        for checked in self.check_streams(prefix, streams):
+            report.streams += 1
+            report.events += checked.count
+            if checked.problem is not None:
+                report.problems.append(checked.problem)
+        return report
+
+    def check_streams(self, prefix: str = "", streams: Sequence[str] | None = None, *, payloads: bool = False,
+                      types: bool = False) -> Iterator[CheckedStream]:
+        """Every stream under ``prefix`` (or each of ``streams``), read once in (stream, seq)
+        order with its hash chain recomputed: its length and stored head (what :meth:`heads`
+        gives), its first broken event, and — when asked — its payloads and stored types, so
+        a reader that audits a run judges it in the same pass (a stream is yielded whole
+        once its last event is read)."""
         key = self.key
         sha256, join = hashlib.sha256, b"".join
-        tag = b""
-        for stream, seq, payload, stored in self._chain_rows(prefix, streams):
-            report.events += 1
+        current: str | None = None
+        previous, tag = "", b""
+        expected = last = count = 0
+        head = ""
+        problem: ChainProblem | None = None
+        kept: list[bytes] = []
+        kinds: list[str] = []
+        for stream, seq, type_, payload, stored in self._check_rows(prefix, streams, types):
             if stream != current:
-                current, previous, expected_seq, broken = stream, "", 0, False
+                if current is not None:
+                    yield CheckedStream(current, last + 1, head, count, problem, kept, kinds)
+                current, previous, expected, count, problem = stream, "", 0, 0, None
                 tag = b"\x00" + stream.encode() + b"\x00"
-                report.streams += 1
-            if broken:
+                kept, kinds = [], []
+            last, head = seq, stored
+            count += 1
+            if payloads:
+                kept.append(payload)
+            if types:
+                kinds.append(type_)
+            if problem is not None:
                 continue
-            if seq != expected_seq:
-                report.problems.append(ChainProblem(stream, seq, f"sequence gap: expected {expected_seq}"))
-                broken = True
+            if seq != expected:
+                problem = ChainProblem(stream, seq, f"sequence gap: expected {expected}")
                 continue
             if key is None and len(payload) < 65536:  # the common case, inlined (see chain_digests)
                 digest = sha256(join((previous.encode(), tag, b"%d\x00" % seq, payload))).hexdigest()
             else:
                 digest = chain_digest(previous, stream, seq, payload, key)
             if digest != stored:
-                report.problems.append(
-                    ChainProblem(stream, seq, "digest mismatch: the event or one before it was altered")
-                )
-                broken = True
+                problem = ChainProblem(stream, seq, "digest mismatch: the event or one before it was altered")
                 continue
             previous = digest
-            expected_seq += 1
-        return report
+            expected += 1
+        if current is not None:
+            yield CheckedStream(current, last + 1, head, count, problem, kept, kinds)
+
+    def _check_rows(self, prefix: str, streams: Sequence[str] | None,
+                    types: bool) -> Iterator[tuple[str, int, str, bytes, str]]:
+        """(stream, seq, type, payload, digest) in (stream, seq) order (``type`` "" unless
+        ``types``); backends may read faster."""
+        if not types:
+            for stream, seq, payload, digest in self._chain_rows(prefix, streams):
+                yield stream, seq, "", payload, digest
+            return
+        events = self.read_prefix(prefix) if streams is None else (ev for s in streams for ev in self.read_stream(s))
+        for ev in events:
+            yield ev.stream, ev.seq, ev.type, ev.payload, ev.digest
 
     def _chain_rows(self, prefix: str, streams: Sequence[str] | None) -> Iterator[tuple[str, int, bytes, str]]:
         """(stream, seq, payload, digest) in (stream, seq) order; backends may read faster."""
         events = self.read_prefix(prefix) if streams is None else (ev for s in streams for ev in self.read_stream(s))
         for ev in events:
             yield ev.stream, ev.seq, ev.payload, ev.digest
+
+    def judgement_cache(self) -> JudgementCache | None:
+        """Where the judgements of this log's sealed runs are cached (:mod:`oloproof.store.judged`:
+        a file beside an SQLite log), or None for a backend that keeps none."""
+        return None
 
     def index_search(self) -> int:
         """Add the step events written since the last call to the search projection (SQLite

@@ -34,6 +34,8 @@ from oloproof.store.base import (
 if TYPE_CHECKING:
     import sqlite_utils
 
+    from oloproof.store.judged import JudgementCache
+
 SCHEMA_VERSION = "1"  # of the events table; projections have their own version
 DURABILITY = {"full": "FULL", "normal": "NORMAL"}
 
@@ -397,7 +399,17 @@ class SQLiteStore(EventStore):
         return {s: (n + 1, d) for s, n, d in cur}
 
     def _chain_rows(self, prefix: str, streams: Sequence[str] | None) -> Iterator[tuple[str, int, bytes, str]]:
-        sql = "SELECT stream, seq, CAST(payload AS BLOB), digest FROM events "
+        return self._ordered_rows("stream, seq, CAST(payload AS BLOB), digest", prefix, streams)
+
+    def _check_rows(self, prefix: str, streams: Sequence[str] | None,
+                    types: bool) -> Iterator[tuple[str, int, str, bytes, str]]:
+        kind = "type" if types else "''"
+        return self._ordered_rows(f"stream, seq, {kind}, CAST(payload AS BLOB), digest", prefix, streams)
+
+    def _ordered_rows(self, columns: str, prefix: str, streams: Sequence[str] | None) -> Iterator[Any]:
+        """Rows of ``columns`` of the events under ``prefix`` (or of each of ``streams``), in
+        (stream, seq) order."""
+        sql = f"SELECT {columns} FROM events "
         try:
             if streams is not None:
                 for stream in streams:
@@ -540,6 +552,43 @@ class SQLiteStore(EventStore):
         """The first line of SQLite's ``PRAGMA integrity_check`` (``"ok"`` for a sound file);
         ``oloproof audit`` fails on anything else, beside the hash chains."""
         return self._conn.execute("PRAGMA integrity_check").fetchone()[0]
+
+    def integrity_check_started(self) -> Callable[[], str]:
+        """:meth:`integrity_check` started now on a connection of its own, in a thread (SQLite
+        runs it without holding Python's lock: it takes another core while ``audit verify``
+        hashes the chains); the returned function waits for it and gives its answer."""
+        import threading
+
+        answer: list[Any] = []
+
+        def check() -> None:
+            try:
+                conn = _connect_readonly(self.path)
+                try:
+                    answer.append(conn.execute("PRAGMA integrity_check").fetchone()[0])
+                finally:
+                    conn.close()
+            except BaseException as e:  # noqa: BLE001 - handed to the caller, who raises it
+                answer.append(e)
+
+        thread = threading.Thread(target=check, name="oloproof-integrity", daemon=True)
+        thread.start()
+
+        def result() -> str:
+            thread.join()
+            if isinstance(answer[0], BaseException):
+                if isinstance(answer[0], sqlite3.DatabaseError):
+                    raise CorruptLogError(f"{self.path}: not a readable Oloproof log ({answer[0]})") from answer[0]
+                raise answer[0]
+            return str(answer[0])
+
+        return result
+
+    def judgement_cache(self) -> JudgementCache:
+        """``<log>-judged`` beside the log (:mod:`oloproof.store.judged`)."""
+        from oloproof.store.judged import JudgementCache
+
+        return JudgementCache(Path(str(self.path) + "-judged"))
 
     # ---- the search projection (oloproof.store.search) ------------------------------------
 

@@ -1,0 +1,391 @@
+"""The readers of a sealed run (issue 29): one read of the log audits and judges a run, the
+seal's stream lists are read as stored, and the judgement cache (``<log>-judged``) makes a
+second gate cost its audit alone — without ever letting a tampered log, or a tampered cache,
+change a decision."""
+
+from __future__ import annotations
+
+import json
+import random
+import sqlite3
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from oloproof.events import canonical_json, seal_digest
+from tests.conftest import copy_example, copy_recorded, run_in
+
+APP_CHECK = '''\
+from oloproof import Verdict
+
+
+def check(case):
+    return Verdict.pass_()
+'''
+
+
+# ---- helpers ---------------------------------------------------------------------------------
+
+def log_of(p: Path) -> Path:
+    return p / ".oloproof" / "log.db"
+
+
+def cache_of(p: Path) -> Path:
+    return Path(str(log_of(p)) + "-judged")
+
+
+def tamper(p: Path, sql: str, *params: object) -> None:
+    """One statement an attacker with write access to the log runs (triggers set aside)."""
+    from oloproof.store.sqlite import _TRIGGERS
+
+    conn = sqlite3.connect(log_of(p))
+    for name in _TRIGGERS:
+        conn.execute(f"DROP TRIGGER IF EXISTS {name}")
+    conn.execute(sql, params)
+    for sql_text in _TRIGGERS.values():
+        conn.execute(sql_text)
+    conn.commit()
+    conn.close()
+
+
+def entries(p: Path) -> list[tuple[str, str, int]]:
+    conn = sqlite3.connect(cache_of(p))
+    try:
+        return conn.execute("SELECT seal, key, cases FROM judged").fetchall()
+    finally:
+        conn.close()
+
+
+def edit_parts(p: Path, change) -> int:
+    """Rewrite every cached case result with ``change`` (a function of its decoded list), as
+    someone with the cache file would; returns how many were changed."""
+    conn = sqlite3.connect(cache_of(p))
+    changed = 0
+    for seal, key, part, body in conn.execute("SELECT seal, key, part, body FROM judged_parts").fetchall():
+        results = msgspec.msgpack.decode(body)
+        for r in results:
+            changed += change(r)
+        conn.execute("UPDATE judged_parts SET body = ? WHERE seal = ? AND key = ? AND part = ?",
+                     (msgspec.msgpack.encode(results), seal, key, part))
+    conn.commit()
+    conn.close()
+    return changed
+
+
+def no_evaluation(monkeypatch) -> None:
+    """Judging a case from its events fails from now on: what still works read the cache."""
+    import oloproof.app.evidence as evidence
+
+    def refuse(*a, **k):
+        raise AssertionError("a case was judged from its events")
+
+    monkeypatch.setattr(evidence, "fold_case", refuse)
+
+
+def gate_json(cli, p: Path, name: str) -> tuple[int, dict]:
+    r = cli("gate", "latest", "--json", name, cwd=p)
+    return r.exit_code, json.loads((p / name).read_text())
+
+
+@pytest.fixture(scope="module")
+def support_recorded(tmp_path_factory):
+    rec = run_in(copy_example("support_agent", tmp_path_factory.mktemp("readers") / "support"), "run")
+    assert rec.exit_code == 1, rec.output  # its gate fails on purpose (no-deletion)
+    return rec.folder
+
+
+@pytest.fixture
+def support(support_recorded, tmp_path) -> Path:
+    return copy_recorded(support_recorded, tmp_path / "support")
+
+
+# ---- the seal's lists, read as stored --------------------------------------------------------
+
+NAMES = ['a"b', "c\\d", "é", 'x],"y', "\n", '\\"],"', "z" * 300, "\U0001f600", "\ufffd", "a~t", "a-b", "a/1"]
+
+
+def test_seal_entries_read_the_stored_json_in_name_order():
+    from oloproof.app.seals import SealEntries, entries_of
+
+    mapping = {name: [i, f"{i:016x}"] for i, name in enumerate(NAMES)}
+    raw = canonical_json(mapping)
+    parsed = SealEntries.parse(raw)
+    assert isinstance(parsed, SealEntries) and len(parsed) == len(NAMES)
+    assert list(parsed) == sorted(NAMES)
+    assert list(entries_of(parsed)) == [(n, mapping[n][0], mapping[n][1]) for n in sorted(NAMES)]
+    assert parsed['x],"y'] == [3, f"{3:016x}"] and "nope" not in parsed
+    # a map written some other way (spaces, a float) is decoded whole, names sorted
+    other = SealEntries.parse(b'{"b": [1, "ab"], "a": [2.0, "cd"]}')
+    assert not isinstance(other, SealEntries) and list(entries_of(other)) == [("a", 2.0, "cd"), ("b", 1, "ab")]
+    assert len(SealEntries.parse(b"{}")) == 0
+
+
+def test_a_large_seal_is_checked_in_pieces(tmp_path):
+    """The shape check of a 50,000-entry map holds no state per entry (the regular expression
+    engine's would be 20 MB)."""
+    import tracemalloc
+
+    from oloproof.app.seals import SealEntries
+
+    raw = canonical_json({f"case_{i:06d}": [14, f"{i:016x}"] for i in range(50_000)})
+    tracemalloc.start()
+    try:
+        parsed = SealEntries.parse(raw)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert isinstance(parsed, SealEntries) and len(parsed) == 50_000
+    assert peak < 2_000_000, peak
+
+
+def test_the_incremental_seal_digest_is_the_seal_digest():
+    """The audit hashes the streams as it reads them, case streams and replay streams in
+    name order whichever sort first; the bytes are seal_digest's."""
+    from oloproof.app.audit import _SealHasher
+
+    rng = random.Random(7)
+    for run_id in ("r-1", "s-1", "a", "zz"):  # before and after "replay/"
+        heads = {f"{run_id}/{n}": (rng.randint(1, 20), f"{rng.getrandbits(256):064x}") for n in NAMES}
+        heads.update({f"replay/{k}": (2, f"{rng.getrandbits(256):064x}") for k in ("k1", "k2")})
+        for key in (None, b"secret"):
+            h = _SealHasher(run_id, (3, "ab" * 32), key)
+            for stream, (n, d) in sorted(heads.items()):
+                h.add(stream, n, d)
+            assert h.digest() == seal_digest(run_id, (3, "ab" * 32), heads, key)
+
+
+def test_a_reader_holds_the_seal_as_stored(support):
+    from oloproof.app.audit import audit_run, current_digest
+    from oloproof.app.runs import latest_run_id, load_run
+    from oloproof.app.seals import SealEntries
+    from oloproof.store import SQLiteStore
+
+    store = SQLiteStore(log_of(support), readonly=True)
+    try:
+        run_id = latest_run_id(store)
+        run = load_run(store, run_id)
+        assert isinstance(run.sealed.cases, SealEntries) and len(run.sealed.cases) == 40
+        audit = audit_run(store, run_id)
+        assert not audit.problems and audit.recomputed == run.sealed.digest == current_digest(store, audit)
+    finally:
+        store.close()
+
+
+def test_a_seal_listing_its_cases_out_of_order_is_refused(support, cli):
+    """A seal lists its cases in name order; one rewritten otherwise fails the audit rather
+    than be compared wrongly."""
+    conn = sqlite3.connect(log_of(support))
+    stream, seq, payload = conn.execute(
+        "SELECT stream, seq, CAST(payload AS BLOB) FROM events WHERE type = 'run_sealed.v1'").fetchone()
+    conn.close()
+    top = msgspec.json.decode(payload)
+    cases = list(top["cases"].items())
+    cases[0], cases[1] = cases[1], cases[0]
+    body = msgspec.json.encode({**top, "cases": dict(cases)})  # keys in this order, no sort
+    from oloproof.events import chain_digest
+
+    previous = sqlite3.connect(log_of(support)).execute(
+        "SELECT digest FROM events WHERE stream = ? AND seq = ?", (stream, seq - 1)).fetchone()[0]
+    tamper(support, "UPDATE events SET payload = ?, digest = ? WHERE stream = ? AND seq = ?",
+           body, chain_digest(previous, stream, seq, body), stream, seq)
+    r = cli("gate", "latest", cwd=support)
+    assert r.exit_code == 2 and "out of order" in r.output, r.output
+
+
+# ---- the judgement cache ---------------------------------------------------------------------
+
+def test_a_second_gate_reads_the_cache_and_decides_the_same(support, cli, monkeypatch):
+    code, cold = gate_json(cli, support, "cold.json")
+    assert code == 1 and cold["gate"]["decision"] == "FAIL"
+    [(seal, _, cases)] = entries(support)
+    assert cases == 40 and seal == cold.get("log_digest", seal)
+    no_evaluation(monkeypatch)
+    code, warm = gate_json(cli, support, "warm.json")
+    assert (code, warm) == (1, cold)
+    r = cli("show", "latest", cwd=support)  # the summary of `show` reads it too
+    assert r.exit_code == 0 and "agent_constraints_satisfied" in r.output, r.output
+
+
+def test_a_tampered_log_is_refused_with_its_judgement_cached(support, cli):
+    assert cli("gate", "latest", cwd=support).exit_code == 1
+    assert entries(support)
+    conn = sqlite3.connect(log_of(support))
+    stream = conn.execute("SELECT stream FROM events WHERE stream LIKE '%/%' AND seq = 2 LIMIT 1").fetchone()[0]
+    conn.close()
+    # an event altered (its payload, not its digest)
+    tamper(support, "UPDATE events SET payload = CAST(replace(CAST(payload AS TEXT), 'a', 'b') AS BLOB) "
+           "WHERE stream = ? AND seq = 2", stream)
+    r = cli("gate", "latest", cwd=support)
+    assert r.exit_code == 2 and "fails its audit" in r.output and "digest mismatch" in r.output, r.output
+
+
+def test_a_deleted_stream_is_refused_with_its_judgement_cached(support, cli):
+    assert cli("gate", "latest", cwd=support).exit_code == 1
+    conn = sqlite3.connect(log_of(support))
+    stream = conn.execute("SELECT stream FROM events WHERE stream LIKE '%/%' AND seq = 0 "
+                          "ORDER BY stream LIMIT 1").fetchone()[0]
+    conn.close()
+    tamper(support, "DELETE FROM events WHERE stream = ?", stream)
+    r = cli("gate", "latest", cwd=support)
+    assert r.exit_code == 2 and "case stream missing" in r.output, r.output
+    r = cli("eval", "latest", cwd=support)
+    assert r.exit_code == 2 and "fails its audit" in r.output
+
+
+def test_an_edited_cache_does_not_change_the_decision(support, cli, monkeypatch):
+    """Someone with the cache file turns every failing verdict into a pass: were the cache
+    trusted, the gate would pass. Its MAC does not hold, so the run is judged from its
+    events — the same FAIL — and the entry is written again."""
+    code, cold = gate_json(cli, support, "cold.json")
+    assert code == 1
+
+    def to_pass(r) -> int:
+        flipped = 0
+        for v in r[2]:
+            if v[0] == "fail":
+                v[0], v[1], flipped = "pass", None, flipped + 1
+        return flipped
+
+    assert edit_parts(support, to_pass) > 0
+    code, after = gate_json(cli, support, "after.json")
+    assert (code, after) == (1, cold)
+    no_evaluation(monkeypatch)  # the entry written again is the true one, and read
+    code, again = gate_json(cli, support, "again.json")
+    assert (code, again) == (1, cold)
+
+
+def test_a_cache_entry_with_a_forged_mac_is_not_read(support, cli):
+    """Recomputing the MAC needs the key the log does not hold: with any other key (here a
+    guessed one) the entry is refused."""
+    import hashlib
+    import hmac
+
+    assert cli("gate", "latest", cwd=support).exit_code == 1
+    assert edit_parts(support, lambda r: 0) == 0  # the same bytes, re-encoded
+    conn = sqlite3.connect(cache_of(support))
+    conn.execute("UPDATE judged SET mac = ?", (hmac.new(b"guess", b"x", hashlib.sha256).hexdigest(),))
+    conn.commit()
+    conn.close()
+    from oloproof.app.judged import cached_results, judgement_key
+    from oloproof.app.project import suite_from_stored
+    from oloproof.app.runs import latest_run_id, load_run
+    from oloproof.store import SQLiteStore
+
+    store = SQLiteStore(log_of(support), readonly=True)
+    try:
+        run = load_run(store, latest_run_id(store))
+        key = judgement_key(run, suite_from_stored(run.started.config), sealed_only=True)
+        assert key is not None and cached_results(store, run, key) is None
+    finally:
+        store.close()
+    assert cli("gate", "latest", cwd=support).exit_code == 1
+
+
+def test_an_entry_moved_to_another_run_is_not_read(support, cli, monkeypatch):
+    """The MAC covers the seal digest: an entry of one run copied under another run's seal
+    (both runs of the same suite; the second's agent deletes nothing) is refused."""
+    code, first = gate_json(cli, support, "first.json")
+    assert first["gate"]["decision"] == "FAIL"
+    [(first_seal, key, _)] = entries(support)
+    app = support / "app.py"
+    app.write_text(app.read_text().replace("passed=deletion is None", "passed=True"))  # no deletion seen
+    cli("run", cwd=support)
+    code, fresh = gate_json(cli, support, "fresh.json")
+    assert fresh["gate"]["decision"] != "FAIL"  # no failure now (a truncated case leaves it undecided)
+    second = [e for e in entries(support) if e[0] != first_seal]
+    assert len(second) == 1 and second[0][1] == key  # same suite, same evaluation key
+    conn = sqlite3.connect(cache_of(support))
+    conn.execute("DELETE FROM judged WHERE seal = ?", (second[0][0],))
+    conn.execute("DELETE FROM judged_parts WHERE seal = ?", (second[0][0],))
+    conn.execute("UPDATE judged SET seal = ? WHERE seal = ?", (second[0][0], first_seal))
+    conn.execute("UPDATE judged_parts SET seal = ? WHERE seal = ?", (second[0][0], first_seal))
+    conn.commit()
+    conn.close()
+    code2, moved = gate_json(cli, support, "moved.json")
+    assert (code2, moved) == (code, fresh)
+
+
+def test_a_dropped_cache_gives_the_same_decision(support, cli):
+    code, cold = gate_json(cli, support, "cold.json")
+    assert cache_of(support).exists()
+    cache_of(support).unlink()
+    assert gate_json(cli, support, "dropped.json") == (code, cold)
+    assert cli("gate", "latest", cwd=support).exit_code == code and cache_of(support).exists()
+    r = cli("audit", "rebuild", cwd=support)  # the derived tables and the cache: rebuilt, dropped
+    assert r.exit_code == 0 and not cache_of(support).exists()
+    assert gate_json(cli, support, "rebuilt.json") == (code, cold)
+
+
+def test_eval_json_and_the_report_are_the_same_from_the_cache(tmp_path, cli, monkeypatch):
+    """Every case result — verdicts, metric values, slice groups, compared paths — comes back
+    from the cache as it was judged: eval --json and the HTML report's files are byte for byte
+    those of a judgement from the events."""
+    p = copy_example("stateful_agent", tmp_path / "desk")
+    config = (p / "oloproof.yaml").read_text()
+    (p / "oloproof.yaml").write_text(config.replace(
+        "  - {type: fault_recovery, tool: issue_refund, fault: error, escalate_tools: [escalate_to_human]}\n", ""))
+    (p / "release.yaml").write_text("\n".join(line for line in (p / "release.yaml").read_text().splitlines()
+                                              if "recovers" not in line) + "\n")
+    assert cli("run", cwd=p).exit_code in (0, 1)
+    first = cli("eval", "latest", "--json", "cold.json", cwd=p)
+    assert entries(p)
+    cold = (p / "cold.json").read_text()
+    assert '"paths"' in cold  # state evaluators' compared paths are in it
+    assert cli("view", "latest", "--out", str(tmp_path / "cold"), cwd=p).exit_code == 0
+    with monkeypatch.context() as m:
+        no_evaluation(m)
+        warm = cli("eval", "latest", "--json", "warm.json", cwd=p)
+        assert warm.exit_code == first.exit_code and (p / "warm.json").read_text() == cold
+    assert cli("view", "latest", "--out", str(tmp_path / "warm"), cwd=p).exit_code == 0
+    for f in sorted((tmp_path / "cold").rglob("*")):
+        if f.is_file():
+            assert (tmp_path / "warm" / f.relative_to(tmp_path / "cold")).read_bytes() == f.read_bytes(), f
+
+
+def test_what_is_never_cached(tmp_path, cli, monkeypatch):
+    """A suite with a python check (its code may read anything) is judged from the events every
+    time; an unsealed run is not cached either."""
+    from tests.conftest import one_function_project, write
+
+    p = tmp_path / "checked"
+    one_function_project(p, "    return {'a': 'b'}\n")
+    write(p / "checks.py", APP_CHECK)
+    with open(p / "oloproof.yaml", "a") as f:
+        f.write("  - {type: python, criterion: checked, function: checks:check}\n")
+    assert cli("run", cwd=p).exit_code == 0
+    assert cli("gate", "latest", cwd=p).exit_code == 0 and cli("gate", "latest", cwd=p).exit_code == 0
+    assert not cache_of(p).exists() or entries(p) == []
+
+
+def test_a_keyed_log_caches_under_its_key(tmp_path, cli, monkeypatch):
+    """Under OLOPROOF_LOG_KEY the MAC is made with a key derived from it: no key file is made,
+    and the entry is read back only with the log's key."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home-cache"))
+    monkeypatch.setenv("OLOPROOF_LOG_KEY", "k" * 32)
+    p = copy_example("support_agent", tmp_path / "support")
+    assert cli("run", cwd=p).exit_code == 1
+    code, cold = gate_json(cli, p, "cold.json")
+    assert code == 1 and entries(p)
+    with monkeypatch.context() as m:
+        no_evaluation(m)
+        assert gate_json(cli, p, "warm.json") == (code, cold)
+    assert not (tmp_path / "home-cache" / "oloproof" / "judgement.key").exists()
+
+
+def test_another_machines_cache_is_not_read(support, cli, monkeypatch, tmp_path):
+    """The MAC key of an unkeyed log is this user's (their cache folder): a log copied with its
+    cache to another user (another key) judges from its events, and caches for itself."""
+    code, cold = gate_json(cli, support, "cold.json")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "elsewhere"))
+    from oloproof.app.judged import _local_secret
+
+    _local_secret.cache_clear()
+    try:
+        assert gate_json(cli, support, "there.json") == (code, cold)
+        assert (tmp_path / "elsewhere" / "oloproof" / "judgement.key").stat().st_mode & 0o077 == 0
+        with monkeypatch.context() as m:
+            no_evaluation(m)
+            assert gate_json(cli, support, "there2.json") == (code, cold)
+    finally:
+        _local_secret.cache_clear()
