@@ -389,3 +389,72 @@ def test_another_machines_cache_is_not_read(support, cli, monkeypatch, tmp_path)
             assert gate_json(cli, support, "there2.json") == (code, cold)
     finally:
         _local_secret.cache_clear()
+
+
+# ---- the report, written a chunk at a time ---------------------------------------------------
+
+def test_the_report_data_is_written_as_it_comes(tmp_path):
+    """write_run_data holds a chunk of panels at a time: the index's and the search's rows go
+    to their files as each case comes. The files say what the whole values would: a key
+    ``__proto__`` (a case id, a recorded key) ships its file as ``JSON.parse("…")``, which keeps
+    every key, as for a value written whole."""
+    from oloproof.report import bundle
+
+    def detail(i: int) -> dict:
+        case_id = "__proto__" if i == 7 else f"c{i:03d}"
+        step = {"index": 1, "kind": "tool_call", "tool_name": "t", "arguments": {"__proto__" if i == 3 else "k": i}}
+        return {"case_id": case_id, "verdicts": {"ok": ["pass" if i % 3 else "fail", None]},
+                "trajectory": {"steps": [step]}, "error": "boom" if i == 5 else None}
+
+    details = [detail(i) for i in range(250)]
+    for role in (None, "base"):
+        out = tmp_path / (role or "single")
+        n = bundle.write_run_data(out, {"run_id": "r"}, iter(details), ["ok"], role)
+        assert n == 250 and not (out / "index.position").exists()
+        tag = () if role is None else (role,)
+
+        def value(name: str):
+            text = (out / f"{name}.js").read_text()
+            prefix, suffix = f"OLOPROOF.{name}(JSON.parse(", ")" + "".join(", " + json.dumps(t) for t in tag) + ");\n"
+            assert text.startswith(prefix) and text.endswith(suffix), text[:60]  # both hold "__proto__"
+            return json.loads(json.loads(text[len(prefix):-len(suffix)]))
+
+        index = value("index")
+        assert index["cases"] == [[d["case_id"], i, [d["verdicts"]["ok"][0]]] for i, d in enumerate(details)]
+        assert index["position"] == {d["case_id"]: i for i, d in enumerate(details)}
+        assert index["chunk_size"] == bundle.CHUNK and index["criteria"] == ["ok"]
+        assert value("search") == [row for d in details for row in bundle.search_rows(d)]
+        assert len(list(out.glob("cases-*.js"))) == 3
+
+
+def test_a_failed_report_leaves_no_data_file(tmp_path):
+    from oloproof.report import bundle
+
+    def details():
+        yield {"case_id": "a", "verdicts": {"ok": ["pass", None]}}
+        raise RuntimeError("a panel could not be made")
+
+    with pytest.raises(RuntimeError):
+        bundle.write_run_data(tmp_path / "d", {"run_id": "r"}, details(), ["ok"])
+    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["summary.js"]
+
+
+def test_case_streams_in_suite_order_without_a_list(tmp_path):
+    """The report reads a run's cases in suite order (position, then trial: c/2 before c/10);
+    SQLite sorts them itself, in the order the generic reading gives."""
+    from oloproof.store import SQLiteStore, StreamAppend
+    from oloproof.store.base import EventStore
+
+    heads = {"r/b": {"position": 0}, "r/a/10": {"position": 1, "trial": 10}, "r/a/2": {"position": 1, "trial": 2},
+             "r/c": {"position": 2, "trial": None}, "r/aa": {"position": 1}, "s/x": {"position": -1}}
+    store = SQLiteStore(tmp_path / "log.db")
+    try:
+        store.commit([StreamAppend(s, 0, [canonical_json({"type": "case_started.v1", **h})], ["case_started.v1"])
+                      for s, h in heads.items()])
+        expected = ["r/b", "r/aa", "r/a/2", "r/a/10", "r/c"]
+        assert list(store.stream_names_ordered("r/", ("position", "trial"))) == expected
+        assert list(EventStore.stream_names_ordered(store, "r/", ("position", "trial"))) == expected
+        with pytest.raises(ValueError):
+            list(store.stream_names_ordered("r/", ("position) --",)))
+    finally:
+        store.close()

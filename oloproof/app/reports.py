@@ -14,14 +14,16 @@ from oloproof.app.runs import (
     StoredRun,
     case_view,
     find_case_view,
-    iter_case_heads,
     iter_case_views,
     load_run,
 )
 from oloproof.evaluate.engine import CaseResult, SuiteEvaluation, Summary
-from oloproof.replay.cache import all_replays, replays_of_case
+from oloproof.events import ReplayStarted
+from oloproof.replay.cache import replays_of_case
+from oloproof.replay.engine import PREFIX
 from oloproof.store.base import EventStore
-from oloproof.views import CaseView, ReplayView
+from oloproof.store.log import EventLog
+from oloproof.views import CaseView, ReplayView, fold_replay
 
 
 @dataclass
@@ -92,36 +94,45 @@ def case_panel(store: EventStore, run: StoredRun, suite: SuiteEvaluation, case_i
     """The panel of stored case ``case_id``, judged with the evidence its run's seal covers.
 
     Args:
-        replays: the case's stored replays when already gathered (:func:`replays_by_case`);
+        replays: the case's stored replays when already gathered (:func:`case_panels` does);
             None reads them for this case.
         evidence: a :class:`RunEvidence` to reuse across cases; None makes one (sealed only).
     """
     evidence = evidence or RunEvidence(store, run, suite, sealed_only=True)
-    view = evidence.with_evidence(case_view(store, run.run_id, case_id))
+    return _panel(store, suite, evidence.with_evidence(case_view(store, run.run_id, case_id)), replays, evidence)
+
+
+def _panel(store: EventStore, suite: SuiteEvaluation, view: CaseView, replays: list[ReplayView] | None,
+           evidence: RunEvidence) -> CasePanel:
     result = suite.evaluate(view, replays=view.replays, pair_source=view.pair_source)
     if replays is None:
         replays = replays_of_case(store, view.fingerprint, view.case_id)
     return CasePanel(view, result, dict(zip(suite.criteria, result.verdicts)), replays, pairs_of(view, evidence))
 
 
-def replays_by_case(store: EventStore) -> dict[str, list[ReplayView]]:
-    """Every stored replay, by case id and fingerprint (one pass over the replay streams)."""
-    by_case: dict[str, list[ReplayView]] = {}
-    for r in all_replays(store):
-        by_case.setdefault(r.started.case_id + "\x00" + r.started.fingerprint, []).append(r)
+def replay_streams_by_case(store: EventStore) -> dict[str, list[str]]:
+    """The name of every stored replay stream, by case id and fingerprint (their first events
+    only: a case's replays are read when its panel is made)."""
+    by_case: dict[str, list[str]] = {}
+    for stream, head in EventLog(store).heads(PREFIX):
+        if isinstance(head, ReplayStarted):
+            by_case.setdefault(head.case_id + "\x00" + head.fingerprint, []).append(stream)
     return by_case
 
 
 def case_panels(store: EventStore, report: RunReport) -> Iterator[CasePanel]:
-    """Every committed case's panel, in suite order, one case read at a time."""
+    """Every committed case's panel, in suite order (the trials of a case in turn: c/2 before
+    c/10), one case read at a time: the case streams themselves, not the cases table (which may
+    lag behind a run in progress), in the order the backend sorts them by their first event."""
     run, suite = report.run, report.suite
-    by_case = replays_by_case(store)
+    replays = replay_streams_by_case(store)
     evidence = RunEvidence(store, run, suite, sealed_only=True)
-    # the case streams themselves, not the cases table (which may lag behind a run in progress)
-    # suite order, then trial order (c/2 before c/10)
-    heads = sorted((v.position, v.trial or 0, v.case_id, v.fingerprint) for v in iter_case_heads(store, run.run_id))
-    for _, _, case_id, fingerprint in heads:
-        yield case_panel(store, run, suite, case_id, by_case.get(case_id + "\x00" + fingerprint, []), evidence)
+    log = EventLog(store)
+    cut = len(run.run_id) + 1
+    for stream in store.stream_names_ordered(run.run_id + "/", ("position", "trial")):
+        view = evidence.with_evidence(case_view(store, run.run_id, stream[cut:]))
+        names = replays.get(view.case_id + "\x00" + view.fingerprint, [])
+        yield _panel(store, suite, view, [fold_replay(log.read(name), name) for name in names], evidence)
 
 
 def judged_cases(store: EventStore, run_id: str) -> Iterator[tuple[CaseView, dict[str, tuple[str, str | None]]]]:

@@ -130,28 +130,120 @@ def write_page(out: Path, *, compare: bool = False) -> None:
 def write_run_data(data: Path, summary_data: dict[str, Any], details: Iterable[dict[str, Any]],
                    criteria: list[str], run: str | None = None) -> int:
     """One run's data files in the folder ``data``: ``summary.js``, ``cases-N.js`` (CHUNK case
-    panels a file, one chunk in memory at a time) and ``index.js``; each call names ``run``
-    (a comparison's ``base`` or ``candidate``) when given. Returns the number of cases."""
+    panels a file), ``index.js`` and ``search.js``; each call names ``run`` (a comparison's
+    ``base`` or ``candidate``) when given. Returns the number of cases.
+
+    Nothing of the run is held whole: a chunk of panels at a time, and the index's and the
+    search's rows written to their files as each case comes (the index's ``position`` map
+    goes to a file beside it, joined at the end), so writing the report of a 50,000-case run
+    takes the memory of a 500-case one."""
     data = Path(data)
     data.mkdir(parents=True, exist_ok=True)
     tag = () if run is None else (run,)
     summary = {k: v for k, v in summary_data.items() if k != "cases"}
     (data / "summary.js").write_text(_js("summary", summary, *tag), encoding="utf-8")
-    rows, chunk, n, searched = [], [], 0, []
-    for i, d in enumerate(details):
-        rows.append([d["case_id"], i, [d["verdicts"][c][0] for c in criteria]])
-        searched.extend(search_rows(d))
-        chunk.append(d)
-        if len(chunk) == CHUNK:
-            (data / f"cases-{n}.js").write_text(_js("chunk", n, chunk, *tag), encoding="utf-8")
-            chunk, n = [], n + 1
-    if chunk:
-        (data / f"cases-{n}.js").write_text(_js("chunk", n, chunk, *tag), encoding="utf-8")
-    index = {"criteria": criteria, "cases": rows, "chunk_size": CHUNK,
-             "position": {r[0]: r[1] for r in rows}}
-    (data / "index.js").write_text(_js("index", index, *tag), encoding="utf-8")
-    (data / "search.js").write_text(_js("search", searched, *tag), encoding="utf-8")
-    return len(rows)
+    chunk: list[dict[str, Any]] = []
+    cases = chunks = steps = 0
+    index = _Streamed(data / "index.js", "index", tag)
+    positions = _Streamed(data / "index.position", "", ())  # the index's position map, joined at the end
+    searched = _Streamed(data / "search.js", "search", tag)
+    try:
+        index.write('{"cases":[')
+        searched.write("[")
+        for d in details:
+            comma = "," if cases else ""
+            index.write(comma + _text([d["case_id"], cases, [d["verdicts"][c][0] for c in criteria]]))
+            positions.write(comma + _text(d["case_id"]) + ":" + str(cases))
+            cases += 1
+            for row in search_rows(d):
+                searched.write(("," if steps else "") + _text(row))
+                steps += 1
+            chunk.append(d)
+            if len(chunk) == CHUNK:
+                (data / f"cases-{chunks}.js").write_text(_js("chunk", chunks, chunk, *tag), encoding="utf-8")
+                chunk, chunks = [], chunks + 1
+        if chunk:
+            (data / f"cases-{chunks}.js").write_text(_js("chunk", chunks, chunk, *tag), encoding="utf-8")
+        searched.write("]")
+        # an object's keys in canonical order: cases, chunk_size, criteria, position
+        index.write(f'],"chunk_size":{CHUNK},"criteria":{_text(criteria)},"position":{{')
+        positions.close_into(index)
+        index.write("}}")
+    except BaseException:
+        for f in (index, positions, searched):
+            f.discard()
+        raise
+    positions.discard()
+    index.close()
+    searched.close()
+    return cases
+
+
+def _text(value: Any) -> str:
+    return canonical_json(value).decode()
+
+
+class _Streamed:
+    """A data file ``OLOPROOF.<call>(<value>, <tag…>);`` whose value's JSON is written piece by
+    piece (:meth:`write`). As :func:`_literal` does for a whole value, JSON holding the key
+    ``__proto__`` is shipped as ``JSON.parse("…")``: the file is then written again that way
+    when it is closed (the value streamed back from it, never held)."""
+
+    _PIECE = 1 << 20
+
+    def __init__(self, path: Path, call: str, tag: tuple[str, ...]):
+        self.path, self.tag = path, tag
+        self.prefix = f"OLOPROOF.{call}(" if call else ""
+        self.file = open(path, "w", encoding="utf-8")  # closed by close() or discard()
+        self.file.write(self.prefix)
+        self.proto = False
+
+    def write(self, text: str) -> None:
+        """The next piece of the value's JSON."""
+        self.proto = self.proto or "__proto__" in text
+        self.file.write(text)
+
+    def close_into(self, other: _Streamed) -> None:
+        """Append what was written here to ``other`` (a piece at a time)."""
+        self.file.close()
+        with open(self.path, encoding="utf-8") as f:
+            while piece := f.read(self._PIECE):
+                other.write(piece)
+        other.proto = other.proto or self.proto  # "__proto__" may straddle two pieces
+
+    def discard(self) -> None:
+        """Remove this file (a part of another)."""
+        if not self.file.closed:
+            self.file.close()
+        self.path.unlink(missing_ok=True)
+
+    def close(self) -> None:
+        """End the call (the tag, if any) and close the file."""
+        if self.file.closed:
+            return
+        suffix = "".join(", " + _literal(t) for t in self.tag) + ");\n"
+        self.file.write(suffix)
+        self.file.close()
+        if self.proto:
+            self._as_json_parse(suffix)
+
+    def _as_json_parse(self, suffix: str) -> None:
+        import json
+
+        wrapped = self.path.with_name(self.path.name + ".tmp")
+        with open(self.path, encoding="utf-8") as src, open(wrapped, "w", encoding="utf-8") as out:
+            src.read(len(self.prefix))
+            out.write(self.prefix + 'JSON.parse("')
+            pending = ""
+            while piece := src.read(self._PIECE):
+                pending += piece
+                keep = len(suffix)  # held back: the value ends where the suffix begins
+                if len(pending) > keep:
+                    out.write(json.dumps(pending[:-keep])[1:-1])
+                    pending = pending[-keep:]
+            assert pending.endswith(suffix), pending
+            out.write(json.dumps(pending[:-len(suffix)])[1:-1] + '")' + suffix)
+        wrapped.replace(self.path)
 
 
 #: characters of a step's text the report's search box looks through (and shows)

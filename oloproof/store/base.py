@@ -303,6 +303,20 @@ class EventStore(abc.ABC):
         for ev in events:
             yield ev.stream, ev.seq, ev.payload, ev.digest
 
+    def stream_names_ordered(self, prefix: str, fields: Sequence[str]) -> Iterator[str]:
+        """The streams under ``prefix`` in the order of ``fields`` of their first event (top-level
+        numbers; a missing one is 0), then by name. Backends that can sort without holding the
+        list (SQLite) do; this one reads every first event and sorts."""
+        import msgspec
+
+        keys: list[tuple[tuple[Any, ...], str]] = []
+        for stream, payload in self.stream_heads(prefix):
+            head = msgspec.json.decode(payload)
+            keys.append((tuple(head.get(f) or 0 for f in fields), stream))
+        keys.sort()
+        for _, stream in keys:
+            yield stream
+
     def judgement_cache(self) -> JudgementCache | None:
         """Where the judgements of this log's sealed runs are cached (:mod:`oloproof.store.judged`:
         a file beside an SQLite log), or None for a backend that keeps none."""
