@@ -30,6 +30,7 @@ from typing import Any, cast
 
 import msgspec
 
+from oloproof.app.sealing import seal as seal  # the writer's side, re-exported: run, import otel
 from oloproof.app.seals import decode_run_event, entries_of
 from oloproof.errors import CorruptLogError
 from oloproof.events import (
@@ -45,7 +46,6 @@ from oloproof.events import (
 )
 from oloproof.replay.engine import PREFIX
 from oloproof.store.base import ChainProblem, CheckedStream, EventStore, StoredEvent
-from oloproof.store.log import EventLog
 
 HEAD = 16  # hex digits of a stream's head kept in the seal, to name a rewritten stream
 
@@ -94,24 +94,6 @@ class RunAudit:
         if self.complete:
             return "finished (before seals)"
         return "incomplete"
-
-
-def seal(store: EventStore, run_id: str, *, case_count: int, replay_streams: set[str],
-         clock: Callable[[], str]) -> RunSealed:
-    """Append the seal of ``run_id`` (the run's cases and ``replay_streams`` as they are now)."""
-    run_stream = store.head(run_id)
-    if run_stream is None:
-        raise CorruptLogError(f"run stream {run_id!r} is missing")
-    heads = _heads(store, run_id, replay_streams)
-    cut = len(run_id) + 1
-    cases = {s[cut:]: [n, d[:HEAD]] for s, (n, d) in sorted(heads.items()) if not s.startswith(PREFIX)}
-    event = RunSealed(
-        run_id=run_id, finished_at=clock(), case_count=case_count, cases_committed=len(cases), cases=cases,
-        replays={s[len(PREFIX):]: [n, d[:HEAD]] for s, (n, d) in sorted(heads.items()) if s.startswith(PREFIX)},
-        scheme=store.scheme, digest=seal_digest(run_id, run_stream, heads, store.key),
-    )
-    EventLog(store).append(run_id, run_stream[0], [event])
-    return event
 
 
 def sealed_streams(sealed: RunSealed) -> dict[str, list]:

@@ -297,6 +297,21 @@ def _check_expected(case: Any, where: str) -> None:
         raise CaseFileError(f"{where}: case {quoted(case.id)}: field {quoted(problem[0])}: {problem[1]}")
 
 
+#: case files this process validated whole, by path: the file's identity and times then
+#: (:func:`_stamp`). Iterating such a file again, unchanged, skips the checks that only look
+#: for mistakes (a duplicate key, a bad id): a run parses its cases once more, validates them once.
+_VALIDATED: dict[Path, tuple[int, ...]] = {}
+
+
+def _stamp(path: Path) -> tuple[int, ...] | None:
+    """What changes when a file is written: device, inode, size, modification and change times."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
 class CaseFile:
     """A JSONL case file. ``validate()`` checks every line; iterating yields :class:`SuiteCase`."""
 
@@ -306,6 +321,29 @@ class CaseFile:
 
     def _lines(self) -> Iterator[tuple[int, bytes]]:
         return nonblank_lines(self.path, self.label, "case file")
+
+    def _parse_checked(self, number: int, raw: bytes) -> SuiteCase:
+        """A line of a file validated whole and unchanged since: decoded, its fault and
+        fingerprint made as :meth:`_parse` does, without looking for a duplicate key again; a
+        line :meth:`_parse_line` reads through the model goes the whole way again."""
+        try:
+            line = _FAST.decode(raw)
+        except (msgspec.DecodeError, RecursionError):
+            return self._parse(number, raw)
+        if case_id_problem(line.id) is not None or not all(isinstance(t, str) and t for t in line.tags):
+            return self._parse(number, raw)  # what _parse_line reads through the model
+        fault = _check_fault(line, f"{self.label}:{number}")
+        return SuiteCase(
+            id=line.id,
+            input=line.input,
+            initial_state=line.initial_state,
+            expected=line.expected,
+            metadata=line.metadata,
+            line=number,
+            fingerprint=case_fingerprint(line.input, line.initial_state, line.expected, fault),
+            fault=fault,
+            tags=tuple(dict.fromkeys(line.tags)),
+        )
 
     def _parse(self, number: int, raw: bytes) -> SuiteCase:
         if json_nests_deeper(raw, MAX_NESTING):
@@ -374,6 +412,7 @@ class CaseFile:
     def validate(self, keep_ids: bool = False) -> SuiteInfo:
         """Check every line; raise :class:`CaseFileError` on the first problem. The ids are
         returned only with ``keep_ids`` (validity labels need them; a plain run does not)."""
+        before = _stamp(self.path)
         seen: dict[str, int] = {}
         fault_tools: dict[str, tuple[str, str, str]] = {}
         expected_tools: dict[str, tuple[str, str, str, str]] = {}
@@ -397,13 +436,17 @@ class CaseFile:
             digest.update(f"{case.id}\x00{case.fingerprint}{tags}\n".encode())
         if not seen:
             raise CaseFileError(f"{self.label}: no cases")
+        if before is not None and _stamp(self.path) == before:  # not written while it was read
+            _VALIDATED[self.path] = before
         return SuiteInfo(count=len(seen), digest=digest.hexdigest(),
                          ids=frozenset(seen) if keep_ids else frozenset(), sources=len(seen),
                          fault_tools=tuple(fault_tools.values()), expected_tools=tuple(expected_tools.values()))
 
     def __iter__(self) -> Iterator[SuiteCase]:
+        checked = _VALIDATED.get(self.path)
+        parse = self._parse_checked if checked is not None and checked == _stamp(self.path) else self._parse
         for number, raw in self._lines():
-            yield self._parse(number, raw)
+            yield parse(number, raw)
 
 
 def shown_path(path: Path, limit: int = 200) -> str:

@@ -512,6 +512,27 @@ class CaseRecorder:
         """Run one decorated call: a ``tool_call`` and a ``tool_result`` step (a model call,
         ``kind="model"``, is one ``decision`` step with its arguments and result). ``arguments``
         are recorded as given (already encoded); ``codec`` encodes the result as recorded."""
+        if self._keys is None and self._fault is None and kind != "model" and not self._hand_built \
+                and type(self) is CaseRecorder:  # a replay's tape, a prefix: their own _fault_for, _begin
+            # the common call, in one frame: a tool of a linear record in a case without a
+            # declared fault (the steps _begin and _end would make, the same events)
+            self._touched = True
+            steps = self._steps
+            if self._auto_checkpoints and not self._depth:  # auto checkpoints imply a snapshot
+                self._checkpoints.append((len(steps) + 1, _frozen(self._snapshot()), None))  # type: ignore[misc]
+            steps.append(StepRecorded(len(steps) + 1, "tool_call", name, _frozen(arguments), None,
+                                      _AGENT.get() or self._in_control))
+            self._depth += 1
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException as exc:
+                self._end(None, name, arguments, kind, None, exc)
+                raise
+            self._depth -= 1
+            recorded = _frozen(result if codec is None else codec.recorded(name, result))
+            steps.append(StepRecorded(len(steps) + 1, "tool_result", name, None, recorded,
+                                      _AGENT.get() or self._in_control))
+            return result
         opened = self._begin(name, arguments, kind)
         fault = self._fault_for(name, kind)
         if fault is not None and fault[0] not in RUNS_THE_TOOL:

@@ -148,6 +148,13 @@ class EventStore(abc.ABC):
     def heads(self, prefix: str) -> dict[str, tuple[int, str]]:
         """Every stream under ``prefix`` -> (number of events, digest of its last event)."""
 
+    def iter_heads(self, prefix: str) -> Iterator[tuple[str, int, str]]:
+        """(stream, number of events, digest of its last event) of every stream under
+        ``prefix``, in name order, one at a time: what a seal reads (backends may stream it
+        rather than hold every head at once)."""
+        for stream, (length, digest) in sorted(self.heads(prefix).items()):
+            yield stream, length, digest
+
     @abc.abstractmethod
     def stream_names(self, prefix: str) -> list[str]:
         """The names of every stream starting with ``prefix``, in order."""

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from itertools import count, repeat
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote
 
 from oloproof.errors import CorruptLogError, DuplicateEventError, RunBusyError, StoreError, UsageError
@@ -329,9 +329,10 @@ class SQLiteStore(EventStore):
             rows_out.extend(zip(repeat(stream), count(ap.start), ap.types, ap.payloads, digests))
         try:
             if rows_out:  # every stream of the batch in one statement
-                conn.executemany(
-                    "INSERT INTO events (stream, seq, type, payload, digest) VALUES (?, ?, ?, ?, ?)", rows_out
-                )
+                if max(len(row[3]) for row in rows_out) < _LARGE:
+                    conn.executemany(_INSERT, rows_out)
+                else:
+                    _insert_large(conn, rows_out)
         except sqlite3.IntegrityError as e:
             raise DuplicateEventError(f"duplicate (stream, sequence): {e}; batch rolled back") from e
         for table, table_rows in (rows or {}).items():
@@ -397,6 +398,17 @@ class SQLiteStore(EventStore):
             (prefix, prefix + "\U0010ffff"),
         )
         return {s: (n + 1, d) for s, n, d in cur}
+
+    def iter_heads(self, prefix: str) -> Iterator[tuple[str, int, str]]:
+        # the index on (stream, seq) gives the groups in name order: nothing is sorted or held
+        cur = self._conn.execute(
+            "SELECT stream, MAX(seq) + 1, digest FROM events WHERE stream >= ? AND stream < ? GROUP BY stream "
+            "ORDER BY stream", (prefix, prefix + "\U0010ffff"),
+        )
+        try:
+            yield from cur
+        except sqlite3.DatabaseError as e:
+            raise CorruptLogError(f"{self.path}: cannot read events ({e})") from e
 
     def _chain_rows(self, prefix: str, streams: Sequence[str] | None) -> Iterator[tuple[str, int, bytes, str]]:
         return self._ordered_rows("stream, seq, CAST(payload AS BLOB), digest", prefix, streams)
@@ -672,6 +684,36 @@ class SQLiteStore(EventStore):
 
     def close(self) -> None:
         self._conn.close()
+
+
+_INSERT = "INSERT INTO events (stream, seq, type, payload, digest) VALUES (?, ?, ?, ?, ?)"
+#: a payload this large (a 50,000-case run's seal, a big sandbox state) is written into its row
+#: in pieces: bound whole, SQLite would copy it twice more (the bound value, the row's record)
+_LARGE = 1 << 20
+_PIECE = 1 << 18
+
+
+def _insert_large(conn: sqlite3.Connection, rows: list[tuple]) -> None:
+    """Insert ``rows`` in order: the small ones together, each large payload as a zero-filled
+    blob of its size, then written through an incremental blob handle, piece by piece (within
+    the caller's transaction: readers see the row whole or not at all)."""
+    small: list[tuple] = []
+    for row in rows:
+        payload = row[3]
+        if len(payload) < _LARGE:
+            small.append(row)
+            continue
+        if small:
+            conn.executemany(_INSERT, small)
+            small = []
+        cur = conn.execute("INSERT INTO events (stream, seq, type, payload, digest) VALUES (?, ?, ?, zeroblob(?), ?)",
+                           (row[0], row[1], row[2], len(payload), row[4]))
+        view = memoryview(payload)
+        with conn.blobopen("events", "payload", cast(int, cur.lastrowid)) as blob:
+            for start in range(0, len(view), _PIECE):
+                blob.write(view[start:start + _PIECE])
+    if small:
+        conn.executemany(_INSERT, small)
 
 
 def is_event_log(path: Path) -> bool:
