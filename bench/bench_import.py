@@ -81,8 +81,9 @@ def make_file(path: Path, traces: int, per_line: int = 100) -> int:
     spans = 0
     resource = {"attributes": [_attr("service.name", "support"), _attr("service.version", "1")]}
     with path.open("w") as f:
-        for start in range(0, traces, per_line):
-            batch = [s for n in range(start, min(traces, start + per_line)) for s in trace_spans(n)]
+        # traces numbered from 1: an all-zero trace id is no trace id (OTLP), and the importer refuses it
+        for start in range(1, traces + 1, per_line):
+            batch = [s for n in range(start, min(traces + 1, start + per_line)) for s in trace_spans(n)]
             spans += len(batch)
             f.write(json.dumps({"resourceSpans": [{"resource": resource, "scopeSpans": [
                 {"scope": {"name": "bench"}, "spans": batch}]}]}) + "\n")

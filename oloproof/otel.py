@@ -53,8 +53,8 @@ def _attributes(span: Any) -> Any:
     except AttributeError:  # a mapping without copy()
         pass
     a = a if type(a) is dict else dict(a)
-    if not _PLAIN.issuperset(map(type, a.values())):
-        a = {k: _plain(v) for k, v in a.items()}
+    if not _PLAIN.issuperset(map(type, a.values())):  # a tuple (finish reasons), a subclass: those made plain
+        a = {k: v if type(v) in _PLAIN else _plain(v) for k, v in a.items()}
     return a
 
 
