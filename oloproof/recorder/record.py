@@ -241,6 +241,8 @@ def _finish(slot: SystemSlot, recorder: CaseRecorder, output: Any, error: str | 
 
 def _check_declared(evidence: list[Event], records: Any, case_id: str) -> None:
     """Evidence a system records must be declared in ``records=`` (as evaluators require it)."""
+    if not evidence:  # most cases record none: nothing to import or look at
+        return
     from oloproof.events import EffectRecorded
     from oloproof.records import EFFECT_LEDGER_V1, RELEASE_EVIDENCE_V1
 
@@ -605,9 +607,8 @@ def observed(recorder: CaseRecorder, seconds: float) -> CaseObserved:
     if live is not None:  # a prefix case: its frozen calls and its boundary action did not run
         model_calls, tool_calls = live()
     else:
-        steps = recorder._steps
-        model_calls = sum(1 for s in steps if s.kind == "decision")
-        tool_calls = sum(1 for s in steps if s.kind == "tool_call")
+        kinds = [s.kind for s in recorder._steps]
+        model_calls, tool_calls = kinds.count("decision"), kinds.count("tool_call")
     return CaseObserved(round(max(seconds, 0.0) * 1000.0, 3), model_calls, tool_calls)
 
 
