@@ -1,9 +1,9 @@
 """The search projection (issue 16): building it, searching it, and what it adds to a run.
 
 Targets: building the index from scratch at ≥ 100,000 steps/s; a search over 1,000,000 indexed
-steps in < 50 ms at the median; indexing keeps ``oloproof run`` within its limits (that one is
-``bench/bench_run.py``'s ratio, run with the index on; this script reports what the catch-up
-itself costs beside the commits it follows).
+steps in < 50 ms at the median. A run no longer indexes (the first search after it catches the
+index up: ``bench/perf.py``'s ``search`` section times both); this script reports what the
+catch-up itself costs beside the commits it follows.
 
 A real log (``SQLiteStore``, durability normal) of ``--steps`` step events: cases of 10 steps
 (tool calls and results with order ids, messages, a final answer), 1,000 cases a run. Then,
@@ -16,8 +16,8 @@ with the log on disk and on tmpfs, interleaved rounds, median and range:
 2. ``search``: :meth:`SQLiteStore.search_steps` (newest 50 hits, snippets, the query first
    checked on an empty index) for a rare word, a common word, a phrase, a prefix, a filtered
    query and a query matching nothing;
-3. ``catch-up``: indexing 1,000 newly committed cases (what a run does every 1,000 cases or
-   2 s) against committing those cases.
+3. ``catch-up``: indexing 1,000 newly committed cases (what the first search after them does)
+   against committing those cases.
 
     python bench/bench_search.py [--steps 1000000] [--rounds 3]      (about 10 minutes at 1M)
 """
