@@ -6,14 +6,13 @@ change a decision."""
 from __future__ import annotations
 
 import json
-import random
 import sqlite3
 from pathlib import Path
 
 import msgspec
 import pytest
 
-from oloproof.events import canonical_json, seal_digest
+from oloproof.events import canonical_json
 from tests.conftest import copy_example, copy_recorded, run_in
 
 APP_CHECK = '''\
@@ -139,20 +138,42 @@ def test_a_large_seal_is_checked_in_pieces(tmp_path):
     assert peak < 2_000_000, peak
 
 
-def test_the_incremental_seal_digest_is_the_seal_digest():
-    """The audit hashes the streams as it reads them, case streams and replay streams in
-    name order whichever sort first; the bytes are seal_digest's."""
-    from oloproof.app.audit import _SealHasher
+def test_the_audit_hashes_the_streams_in_the_seals_order(tmp_path, cli):
+    """The audit feeds the seal digest each stream as it reads it — a run's case streams, and
+    the replay streams its seal covers, which sort all before or all after them (run ids
+    "2…"/"a…" and "s…"): the digest it recomputes is the seal's either way."""
+    from oloproof.app.audit import audit_run
+    from oloproof.app.runs import latest_run_id, load_run
+    from oloproof.store import SQLiteStore
 
-    rng = random.Random(7)
-    for run_id in ("r-1", "s-1", "a", "zz"):  # before and after "replay/"
-        heads = {f"{run_id}/{n}": (rng.randint(1, 20), f"{rng.getrandbits(256):064x}") for n in NAMES}
-        heads.update({f"replay/{k}": (2, f"{rng.getrandbits(256):064x}") for k in ("k1", "k2")})
-        for key in (None, b"secret"):
-            h = _SealHasher(run_id, (3, "ab" * 32), key)
-            for stream, (n, d) in sorted(heads.items()):
-                h.add(stream, n, d)
-            assert h.digest() == seal_digest(run_id, (3, "ab" * 32), heads, key)
+    p = copy_example("stateful_agent", tmp_path / "desk")  # fault replays: the seal covers replay streams
+    assert cli("run", cwd=p).exit_code in (0, 1)
+    store = SQLiteStore(log_of(p), readonly=True)
+    try:
+        run_id = latest_run_id(store)
+        run = load_run(store, run_id)
+        assert len(run.sealed.replays) > 0 and run_id + "/" < "replay/"
+        audit = audit_run(store, run_id)
+        assert not audit.problems and audit.recomputed == run.sealed.digest
+    finally:
+        store.close()
+    # a run whose id sorts after "replay/": its replays come first in the seal's digest
+    from oloproof.app.sealing import seal
+    from oloproof.events import RunStarted
+    from oloproof.store import MemoryStore, StreamAppend
+    from oloproof.store.log import EventLog
+
+    for run_id in ("s-1", "a-1"):
+        mem = MemoryStore()
+        EventLog(mem).append(run_id, 0, [RunStarted(
+            run_id=run_id, system_name="x", system_version="1", records=[], config={}, config_digest="",
+            cases_path="cases.jsonl", suite_digest="", case_count=len(NAMES), started_at="2026-01-01T00:00:00Z")])
+        mem.commit([StreamAppend(f"{run_id}/{n}", 0, [b'{"n":%d}' % i], ["x.v1"]) for i, n in enumerate(NAMES)]
+                   + [StreamAppend(f"replay/k{i}", 0, [b"{}"], ["x.v1"]) for i in range(3)])
+        sealed = seal(mem, run_id, case_count=len(NAMES), replay_streams={"replay/k0", "replay/k2"},
+                      clock=lambda: "2026-01-01T00:00:01Z")
+        audit = audit_run(mem, run_id)
+        assert not audit.problems and audit.recomputed == sealed.digest, (run_id, audit.problems)
 
 
 def test_a_reader_holds_the_seal_as_stored(support):
@@ -191,6 +212,35 @@ def test_a_seal_listing_its_cases_out_of_order_is_refused(support, cli):
            body, chain_digest(previous, stream, seq, body), stream, seq)
     r = cli("gate", "latest", cwd=support)
     assert r.exit_code == 2 and "out of order" in r.output, r.output
+
+
+def test_a_seal_written_another_way_is_read_whole(support, cli):
+    """A seal whose JSON is not canonical (spaces: written by something other than Oloproof, its
+    chain link recomputed) is still a seal: its lists are decoded whole and compared as before."""
+    from oloproof.events import chain_digest
+
+    code, before = gate_json(cli, support, "before.json")
+    conn = sqlite3.connect(log_of(support))
+    stream, seq, payload = conn.execute(
+        "SELECT stream, seq, CAST(payload AS BLOB) FROM events WHERE type = 'run_sealed.v1'").fetchone()
+    previous = conn.execute("SELECT digest FROM events WHERE stream = ? AND seq = ?", (stream, seq - 1)).fetchone()[0]
+    conn.close()
+    body = json.dumps(json.loads(payload), sort_keys=True).encode()  # ", " and ": " between items
+    assert body != payload
+    tamper(support, "UPDATE events SET payload = ?, digest = ? WHERE stream = ? AND seq = ?",
+           body, chain_digest(previous, stream, seq, body), stream, seq)
+    from oloproof.app.runs import load_run
+    from oloproof.app.seals import SealEntries
+    from oloproof.store import SQLiteStore
+
+    store = SQLiteStore(log_of(support), readonly=True)
+    try:
+        cases = load_run(store, stream).sealed.cases
+        assert isinstance(cases, dict) and not isinstance(cases, SealEntries) and len(cases) == 40
+    finally:
+        store.close()
+    assert gate_json(cli, support, "after.json") == (code, before)
+    assert cli("audit", "verify", cwd=support).exit_code == 0
 
 
 # ---- the judgement cache ---------------------------------------------------------------------

@@ -22,30 +22,32 @@ chains and seal first and refuses a broken run; ``audit verify`` checks every ru
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
 
-from oloproof.app.sealing import seal as seal  # the writer's side, re-exported: run, import otel
-from oloproof.app.seals import decode_run_event, entries_of
+from oloproof.app.seals import SealCursor, SealEntries, decode_run_event, entries_of, entry_bytes
 from oloproof.errors import CorruptLogError
-from oloproof.events import (
-    CODEC,
-    HMAC_SHA256,
-    SHA256,
-    RunFinished,
-    RunSealed,
-    RunStarted,
-    canonical_json,
-    seal_digest,
-    stored_tag,
-)
-from oloproof.replay.engine import PREFIX
+from oloproof.events import CODEC, RunFinished, RunSealed, RunStarted, SealDigest, seal_digest, stored_tag
 from oloproof.store.base import ChainProblem, CheckedStream, EventStore, StoredEvent
+
+# the replay streams' prefix (oloproof.replay.engine.PREFIX), as the store's search index names
+# it: importing the replay engine would bring the recorder and the configuration models into
+# `audit verify`, which judges nothing
+from oloproof.store.search import REPLAY as PREFIX
+
+if TYPE_CHECKING:
+    from oloproof.app.sealing import seal as seal  # for the type checker: re-exported below
+
+
+def __getattr__(name: str) -> Any:
+    if name == "seal":  # the writer's side (app.sealing), re-exported for run and import otel
+        from oloproof.app.sealing import seal
+
+        return seal
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 HEAD = 16  # hex digits of a stream's head kept in the seal, to name a rewritten stream
 
@@ -117,27 +119,6 @@ def _heads(store: EventStore, run_id: str, replay_streams: set[str] | list[str])
     return heads
 
 
-class _SealHasher:
-    """:func:`~oloproof.events.seal_digest` computed as the streams are read, in name order:
-    the same bytes, hashed as they come, without holding every head."""
-
-    def __init__(self, run_id: str, run_head: tuple[int, str], key: bytes | None):
-        body = canonical_json({"run": run_id, "run_head": list(run_head), "streams": []})
-        self._h: Any = hashlib.sha256() if key is None else hmac.new(key, digestmod=hashlib.sha256)
-        self._h.update(body[:-2])  # all but the streams list's closing "]}"
-        self._scheme = SHA256 if key is None else HMAC_SHA256
-        self._first = True
-
-    def add(self, stream: str, length: int, head: str) -> None:
-        self._h.update(canonical_json([stream, length, head]) if self._first
-                       else b"," + canonical_json([stream, length, head]))
-        self._first = False
-
-    def digest(self) -> str:
-        self._h.update(b"]}")
-        return f"{self._scheme}:{self._h.hexdigest()}"
-
-
 class _RunCheck:
     """One run's audit, made as its streams are read: the run's own stream first (decoded,
     its seal's lists kept as stored: :mod:`oloproof.app.seals`), then each case stream in name
@@ -156,9 +137,10 @@ class _RunCheck:
         self.added: list[str] = []
         self.ready = False  # the run stream reads: its cases can be checked
         self.replays: list[str] = []
-        self._hasher: _SealHasher | None = None
+        self._hasher: SealDigest | None = None
         self._entries: Iterator[tuple[str, int, str]] = iter(())
         self._entry: tuple[str, int, str] | None = None
+        self._cursor: SealCursor | None = None  # while every entry matched so far
         self._cut = len(run_id) + 1
         self._last = ""
         self._replay_heads: dict[str, tuple[int, str]] = {}
@@ -195,9 +177,12 @@ class _RunCheck:
             if seal_at != len(events) - 1:
                 problems.append(f"{run_id}: events appended after the seal: {len(events) - 1 - seal_at}")
             self.replays = sorted(sealed_replays(sealed))
-            self._entries = entries_of(sealed.cases)
-            self._next_entry()
-            self._hasher = _SealHasher(run_id, (seal_at, stored[seal_at - 1].digest), self.store.key)
+            if isinstance(sealed.cases, SealEntries):
+                self._cursor = sealed.cases.cursor()
+            else:
+                self._entries = entries_of(sealed.cases)
+                self._next_entry()
+            self._hasher = SealDigest(run_id, (seal_at, stored[seal_at - 1].digest), self.store.key)
             # names sort as code points: a run's case streams all come before, or all after,
             # the replay streams (none is a prefix of the other: no run id holds a "/")
             self._cases_first = run_id + "/" < PREFIX
@@ -234,6 +219,12 @@ class _RunCheck:
             return
         self._hasher.add(name, stream.length, stream.head)
         case_id = name[self._cut:]
+        if self._cursor is not None:
+            if self._cursor.take(entry_bytes(case_id, stream.length, stream.head[:HEAD])):
+                return  # the entry the seal holds for it, byte for byte
+            # something differs: from here on entry by entry, to say what
+            self._entries, self._cursor = self._cursor.rest(), None
+            self._next_entry()
         while self._entry is not None and self._entry[0] < case_id:
             self._missing(*self._entry)
             self._next_entry()
@@ -281,6 +272,9 @@ class _RunCheck:
                 audit.problems.append(f"{self.run_id}: case streams missing: {audit.committed} left of the "
                                       f"{legacy.cases_committed} committed when it finished")
             return audit
+        if self._cursor is not None:
+            self._entries, self._cursor = self._cursor.rest(), None
+            self._next_entry()
         while self._entry is not None:
             self._missing(*self._entry)
             self._next_entry()
@@ -292,7 +286,7 @@ class _RunCheck:
         for key, length, head in entries_of(s.replays):
             name = PREFIX + key
             self._compare(name, "replay stream", length, head, self._replay_heads.get(name))
-        audit.recomputed = self._hasher.digest()
+        audit.recomputed = self._hasher.hexdigest()
         if s.scheme != self.store.scheme:
             self.seal_problems.insert(0, f"{self.run_id}: sealed under {s.scheme}, but the log is chained with "
                                          f"{self.store.scheme}")
@@ -445,7 +439,8 @@ def audit_log(store: EventStore) -> LogAudit:
         if active is not None and run_id != active:
             checks.pop(active).finish()  # a run's case streams are all read (they sort together)
             active = None
-        if not sep:  # a run's own stream
+        if not sep:  # a run's own stream: read again with its digests (its seal is decoded from that read)
+            stream.payloads.clear()
             check = _RunCheck(store, name, store.read_stream(name), chains=False)
             if check.ready:
                 check.replay_heads({r: h for r in check.replays if (h := store.head(r)) is not None})

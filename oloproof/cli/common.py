@@ -136,12 +136,13 @@ def show_plugin_warnings() -> None:
     never a crash of a configuration that does not use it)."""
     import warnings
 
-    from oloproof.evaluate.base import PluginWarning
-
     previous = warnings.showwarning
 
     def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
-        if isinstance(category, type) and issubclass(category, PluginWarning):
+        # a plugin warning comes from the evaluators' registry: until it is imported there is
+        # none (importing it here would cost every command, `--help` too, the evaluate package)
+        base = sys.modules.get("oloproof.evaluate.base")
+        if base is not None and isinstance(category, type) and issubclass(category, base.PluginWarning):
             click.echo(f"warning: {message}", err=True)
         else:
             previous(message, category, filename, lineno, file, line)

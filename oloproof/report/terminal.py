@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.cells import cell_len
@@ -23,9 +23,11 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from oloproof.evaluate.engine import Summary
 from oloproof.stats.intervals import RateInterval, round_outward
 from oloproof.views import NO_STATE, CaseView
+
+if TYPE_CHECKING:  # in annotations only: a command that judges nothing (audit verify) loads no evaluator
+    from oloproof.evaluate.engine import Summary
 
 #: the narrowest a wrapped column is made before a table is stacked instead
 MIN_WRAP = 16
