@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import sys
 from pathlib import Path
 
 import msgspec
@@ -49,8 +50,13 @@ def tamper(p: Path, sql: str, *params: object) -> None:
 
 
 def entries(p: Path) -> list[tuple[str, str, int]]:
+    """The judgement cache's entries (none: no file, or a file whose first write rolled back)."""
+    if not cache_of(p).exists():
+        return []
     conn = sqlite3.connect(cache_of(p))
     try:
+        if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'judged'").fetchone():
+            return []
         return conn.execute("SELECT seal, key, cases FROM judged").fetchall()
     finally:
         conn.close()
@@ -405,7 +411,7 @@ def test_what_is_never_cached(tmp_path, cli, monkeypatch):
         f.write("  - {type: python, criterion: checked, function: checks:check}\n")
     assert cli("run", cwd=p).exit_code == 0
     assert cli("gate", "latest", cwd=p).exit_code == 0 and cli("gate", "latest", cwd=p).exit_code == 0
-    assert not cache_of(p).exists() or entries(p) == []
+    assert entries(p) == []
 
 
 def test_a_keyed_log_caches_under_its_key(tmp_path, cli, monkeypatch):
@@ -508,3 +514,73 @@ def test_case_streams_in_suite_order_without_a_list(tmp_path):
             list(store.stream_names_ordered("r/", ("position) --",)))
     finally:
         store.close()
+
+
+# ---- a large run judged on two cores ---------------------------------------------------------
+
+@pytest.fixture
+def forked_always(monkeypatch):
+    """Any run is judged in a forked child (app.forked), not only a large one."""
+    import threading
+
+    from oloproof.app import forked
+
+    if not sys.platform.startswith("linux") or threading.active_count() != 1:
+        pytest.skip("judged on two cores only on Linux, with no other thread")
+    monkeypatch.setattr(forked, "MIN_CASES", 0)
+    monkeypatch.setattr(forked, "BATCH", 7)  # several frames each way
+
+
+def test_a_run_judged_on_two_cores_is_judged_the_same(support, cli, monkeypatch, forked_always, tmp_path):
+    from oloproof.app import forked
+
+    calls = []
+    real = forked.ForkedJudge.__init__
+    monkeypatch.setattr(forked.ForkedJudge, "__init__", lambda self, *a, **k: (calls.append(1), real(self, *a, **k))[1])
+    r = cli("eval", "latest", "--json", "forked.json", cwd=support)
+    assert calls and entries(support)  # the child judged it, and the cache holds what it sent
+    forked_out = (support / "forked.json").read_text()
+    cache_of(support).unlink()
+    monkeypatch.setattr(forked, "MIN_CASES", 10**9)
+    r2 = cli("eval", "latest", "--json", "here.json", cwd=support)
+    assert (r.exit_code, forked_out) == (r2.exit_code, (support / "here.json").read_text())
+    assert len(calls) == 1
+
+
+def test_a_tampered_log_is_refused_when_judged_on_two_cores(support, cli, forked_always):
+    conn = sqlite3.connect(log_of(support))
+    stream = conn.execute("SELECT stream FROM events WHERE stream LIKE '%/%' AND seq = 1 LIMIT 1").fetchone()[0]
+    conn.close()
+    tamper(support, "UPDATE events SET payload = CAST('{\"type\": \"mystery.v9\"}' AS BLOB) "
+           "WHERE stream = ? AND seq = 1", stream)
+    r = cli("gate", "latest", cwd=support)
+    assert r.exit_code == 2 and "fails its audit" in r.output and "digest mismatch" in r.output, r.output
+
+
+def test_an_error_in_the_child_is_the_readers_error(support, cli, monkeypatch, forked_always):
+    """What a serial read raises, the forked read raises: an event that cannot be decoded is a
+    located error (exit 2), a bug in an evaluator an internal error (exit 3)."""
+    from oloproof.errors import CorruptLogError
+    from oloproof.events import CODEC
+
+    real = CODEC.decode_stream
+
+    def undecodable(stream, payloads, start=0):
+        if stream.endswith("/case_006"):
+            raise CorruptLogError(f"event {stream!r} #1 cannot be decoded: made up for the test")
+        return real(stream, payloads, start)
+
+    with monkeypatch.context() as m:
+        m.setattr(CODEC, "decode_stream", undecodable)
+        r = cli("eval", "latest", cwd=support)
+    assert r.exit_code == 2 and "case_006' #1 cannot be decoded: made up for the test" in r.output, r.output
+
+    from oloproof.evaluate.engine import SuiteEvaluation
+
+    def broken(self, case, **k):
+        raise TypeError("an evaluator's bug")
+
+    monkeypatch.setattr(SuiteEvaluation, "evaluate", broken)
+    r = cli("gate", "latest", cwd=support)
+    assert r.exit_code == 3 and "an evaluator's bug" in r.output, r.output
+    assert entries(support) == []  # nothing kept of a judgement that failed

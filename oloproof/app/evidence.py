@@ -143,7 +143,7 @@ def evaluate_run(store: EventStore, run_id: str, suite: SuiteEvaluation, keep_ca
         except CorruptLogError:
             require_intact(store, run_id)  # a run stream that does not read: refused as its audit says
             raise
-    from oloproof.app.judged import Keeper, cached_results, is_changed, judgement_key
+    from oloproof.app.judged import cached_results, is_changed, judgement_key
 
     key = judgement_key(run, suite, sealed_only)
     cached = cached_results(store, run, key)
@@ -161,8 +161,7 @@ def evaluate_run(store: EventStore, run_id: str, suite: SuiteEvaluation, keep_ca
                 raise
             audit = None  # the cache changed under us: judge from the events
     if audit is None:
-        acc = accumulator(run, suite, keep_cases)
-        audit = _judge_in_one_read(store, run, suite, acc, sealed_only, Keeper.start(store, run, key))
+        audit, acc = _judge_in_one_read(store, run, suite, keep_cases, sealed_only, key)
     say_check_changes(suite, run)
     evidence_for_rules = {}
     if regressions and suite.regression_criteria:
@@ -173,12 +172,28 @@ def evaluate_run(store: EventStore, run_id: str, suite: SuiteEvaluation, keep_ca
                        partial=selection_text(run.started.selection))
 
 
-def _judge_in_one_read(store: EventStore, run: StoredRun, suite: SuiteEvaluation, acc: Accumulator,
-                       sealed_only: bool, keeper: Keeper | None) -> RunAudit:
-    """Audit ``run`` and judge each of its case streams as the audit reads it (into
-    ``acc``; each result also to ``keeper``, which keeps them once the audit holds)."""
+def _judge_in_one_read(store: EventStore, run: StoredRun, suite: SuiteEvaluation, keep_cases: bool,
+                       sealed_only: bool, key: str | None) -> tuple[RunAudit, Accumulator]:
+    """Audit ``run`` and judge each of its case streams as the audit reads it: the audit and
+    the accumulated results (also kept in the judgement cache under ``key`` once the audit
+    holds). A large run is judged in a forked process while this one reads and audits
+    (:mod:`oloproof.app.forked`)."""
+    from oloproof.app import forked
+    from oloproof.app.judged import Keeper
+
+    if forked.usable(store, run, suite):
+        try:
+            return _judge_forked(store, run, suite, keep_cases, sealed_only, Keeper.start(store, run, key))
+        except forked.Unencodable:
+            pass  # a result the child could not send: judged here instead
+    return _judge_here(store, run, suite, keep_cases, sealed_only, Keeper.start(store, run, key))
+
+
+def _judge_here(store: EventStore, run: StoredRun, suite: SuiteEvaluation, keep_cases: bool, sealed_only: bool,
+                keeper: Keeper | None) -> tuple[RunAudit, Accumulator]:
     from oloproof.app.audit import require_intact
 
+    acc = accumulator(run, suite, keep_cases)
     evidence = RunEvidence(store, run, suite, sealed_only, warn=False)
     failed: list[Exception] = []
 
@@ -204,7 +219,37 @@ def _judge_in_one_read(store: EventStore, run: StoredRun, suite: SuiteEvaluation
         raise
     if keeper is not None:
         keeper.keep()
-    return audit
+    return audit, acc
+
+
+def _judge_forked(store: EventStore, run: StoredRun, suite: SuiteEvaluation, keep_cases: bool, sealed_only: bool,
+                  keeper: Keeper | None) -> tuple[RunAudit, Accumulator]:
+    from oloproof.app.audit import require_intact
+    from oloproof.app.forked import ForkedJudge
+
+    acc = accumulator(run, suite, keep_cases)
+
+    def take(body: bytes, results: list[CaseResult]) -> None:  # in the thread that reads the child's results
+        for result in results:
+            acc.add(result)
+        if keeper is not None:
+            keeper.add_part(body, len(results))
+
+    judge = ForkedJudge(store, run, suite, sealed_only, take)
+    try:
+        try:
+            audit = require_intact(store, run.run_id, visit=judge.send)
+        except BaseException:
+            judge.abort()
+            raise
+        judge.finish()
+    except BaseException:
+        if keeper is not None:
+            keeper.abort()
+        raise
+    if keeper is not None:
+        keeper.keep()
+    return audit, acc
 
 
 # ---- the gate's evidence: a no_regression rule against its baseline ------------------------

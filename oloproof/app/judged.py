@@ -193,13 +193,32 @@ def cached_results(store: EventStore, run: StoredRun, key: str | None) -> Iterat
 def _results(cache: JudgementCache, seal: str, key: str, cases: int) -> Iterator[CaseResult]:
     n = 0
     for body in cache.parts(seal, key):
-        for c in _DECODE(body):
-            n += 1
-            yield CaseResult(c.case_id, c.position, tuple(c.verdicts),
-                             tuple(tuple(v) if isinstance(v, list) else v for v in c.values), tuple(c.groups),
-                             tuple(c.paths), c.cluster, c.fingerprint, c.claimed, c.trial, tuple(c.judged))
+        results = decode_results(body)
+        n += len(results)
+        yield from results
     if n != cases:  # the MAC holds, so only a change of the file between two reads does this
         raise _Changed()
+
+
+def encode_results(results: list[CaseResult]) -> bytes:
+    """Case results as an entry's part holds them (msgpack).
+
+    Raises:
+        TypeError: a result holds what a part cannot (a value msgpack cannot carry, a path
+            that is not a compared path); so do ValueError and OverflowError.
+    """
+    if not all(type(p) is PathCheck for r in results for p in r.paths):
+        raise TypeError("a result's paths are not all compared paths")
+    return _ENCODE([_Cached(r.case_id, r.position, list(r.verdicts), list(r.values), list(r.groups), list(r.paths),
+                            r.cluster, r.fingerprint, r.claimed, r.trial, list(r.judged)) for r in results])
+
+
+def decode_results(body: bytes) -> list[CaseResult]:
+    """The case results of a part (:func:`encode_results`), as they were."""
+    return [CaseResult(c.case_id, c.position, tuple(c.verdicts),
+                       tuple(tuple(v) if isinstance(v, list) else v for v in c.values), tuple(c.groups),
+                       tuple(c.paths), c.cluster, c.fingerprint, c.claimed, c.trial, tuple(c.judged))
+            for c in _DECODE(body)]
 
 
 class _Changed(Exception):
@@ -219,7 +238,7 @@ class Keeper:
     def __init__(self, writer: CacheWriter, mac_key: bytes, seal: str, key: str):
         self._writer: CacheWriter | None = writer
         self._mac = _Mac(mac_key, seal, key)
-        self._buffer: list[_Cached] = []
+        self._buffer: list[CaseResult] = []
         self._cases = 0
 
     @classmethod
@@ -236,23 +255,28 @@ class Keeper:
         """The next case result, in the order the run's streams are read."""
         if self._writer is None:
             return
-        if not all(type(p) is PathCheck for p in r.paths):
-            self.abort()
-            return
-        self._buffer.append(_Cached(r.case_id, r.position, list(r.verdicts), list(r.values), list(r.groups),
-                                    list(r.paths), r.cluster, r.fingerprint, r.claimed, r.trial, list(r.judged)))
-        self._cases += 1
+        self._buffer.append(r)
         if len(self._buffer) >= PART:
             self._flush()
+
+    def add_part(self, body: bytes, count: int) -> None:
+        """The next ``count`` case results, already encoded (:func:`encode_results`)."""
+        self._flush()
+        if self._writer is None:
+            return
+        self._cases += count
+        self._mac.part(body)
+        self._writer.add(body)
 
     def _flush(self) -> None:
         if self._writer is None or not self._buffer:
             return
         try:
-            body = _ENCODE(self._buffer)
+            body = encode_results(self._buffer)
         except (TypeError, ValueError, OverflowError):
             self.abort()
             return
+        self._cases += len(self._buffer)
         self._buffer = []
         self._mac.part(body)
         self._writer.add(body)
@@ -288,4 +312,5 @@ def drop(store: EventStore) -> None:
         cache.drop()
 
 
-__all__ = ["Keeper", "cached_results", "code_digest", "drop", "is_changed", "judgement_key", "secret"]
+__all__ = ["Keeper", "cached_results", "code_digest", "decode_results", "drop", "encode_results", "is_changed",
+           "judgement_key", "secret"]

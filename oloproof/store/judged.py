@@ -67,7 +67,8 @@ class JudgementCache:
         of the cache file; None when the file cannot be written now (read-only storage, or
         another process writing it: no one waits for a cache)."""
         try:
-            conn = sqlite3.connect(str(self.path), isolation_level=None, timeout=0)
+            # written from the thread that takes a forked judge's results (app.forked), one at a time
+            conn = sqlite3.connect(str(self.path), isolation_level=None, timeout=0, check_same_thread=False)
         except sqlite3.Error:
             return None
         try:
