@@ -235,7 +235,10 @@ def _judge_forked(store: EventStore, run: StoredRun, suite: SuiteEvaluation, kee
         if keeper is not None:
             keeper.add_part(body, len(results))
 
-    judge = ForkedJudge(store, run, suite, sealed_only, take)
+    def judge_with(child_store: EventStore) -> Callable[[CaseView], CaseResult]:  # in the forked child
+        return RunEvidence(child_store, run, suite, sealed_only, warn=False).judge
+
+    judge = ForkedJudge(store, judge_with, take)
     try:
         try:
             audit = require_intact(store, run.run_id, visit=judge.send)

@@ -56,10 +56,12 @@ def usable(store: EventStore, run: StoredRun, suite: SuiteEvaluation) -> bool:
 
 class ForkedJudge:
     """The child judging the case streams handed to it (:meth:`send`), and the thread here
-    that takes its results, in order, to ``on_result``. :meth:`finish` waits for the last
-    one; :meth:`abort` stops the child."""
+    that takes its results, in order, to ``on_results``. ``judge`` is called in the child
+    with the child's own read-only store and gives the function that judges one folded case
+    (the caller's closure, inherited by the fork: nothing is pickled). :meth:`finish` waits
+    for the last result; :meth:`abort` stops the child."""
 
-    def __init__(self, store: Any, run: StoredRun, suite: SuiteEvaluation, sealed_only: bool,
+    def __init__(self, store: Any, judge: Callable[[EventStore], Callable[[Any], CaseResult]],
                  on_results: Callable[[bytes, list[CaseResult]], None]):
         self.error: BaseException | None = None
         self._batch: list[tuple[str, list[bytes]]] = []
@@ -73,8 +75,7 @@ class ForkedJudge:
             try:
                 os.close(to_child)
                 os.close(from_child)
-                _child(os.fdopen(from_parent, "rb"), os.fdopen(to_parent, "wb"), store.path, store.key, run,
-                       suite, sealed_only)
+                _child(os.fdopen(from_parent, "rb"), os.fdopen(to_parent, "wb"), store.path, store.key, judge)
                 code = 0
             finally:
                 os._exit(code)
@@ -145,11 +146,10 @@ class ForkedJudge:
             source.close()
 
 
-def _child(source: IO[bytes], sink: IO[bytes], path: Path, key: bytes | None, run: StoredRun,
-           suite: SuiteEvaluation, sealed_only: bool) -> None:
+def _child(source: IO[bytes], sink: IO[bytes], path: Path, key: bytes | None,
+           judge_with: Callable[[EventStore], Callable[[Any], CaseResult]]) -> None:
     import signal
 
-    from oloproof.app.evidence import RunEvidence
     from oloproof.app.judged import encode_results
     from oloproof.events import CODEC
     from oloproof.store.sqlite import SQLiteStore
@@ -158,9 +158,9 @@ def _child(source: IO[bytes], sink: IO[bytes], path: Path, key: bytes | None, ru
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops this process itself
     try:
         store = SQLiteStore(path, readonly=True, key=key)
-        evidence = RunEvidence(store, run, suite, sealed_only, warn=False)
+        judge = judge_with(store)
         while (frame := _read(source)) is not None:
-            results = [evidence.judge(fold_case(CODEC.decode_stream(name, payloads), name))
+            results = [judge(fold_case(CODEC.decode_stream(name, payloads), name))
                        for name, payloads in _streams(frame)]
             try:
                 body = encode_results(results)
