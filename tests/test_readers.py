@@ -584,3 +584,21 @@ def test_an_error_in_the_child_is_the_readers_error(support, cli, monkeypatch, f
     r = cli("gate", "latest", cwd=support)
     assert r.exit_code == 3 and "an evaluator's bug" in r.output, r.output
     assert entries(support) == []  # nothing kept of a judgement that failed
+
+
+# ---- eval reads the run's cases, not the case file ------------------------------------------
+
+def test_eval_judges_the_runs_cases_without_reading_the_case_file(support, cli, monkeypatch):
+    """A suite without transforms or model judges: ``eval`` judges the cases the log holds and
+    never reads the case file (at 50,000 cases, validating it was a third of ``eval``); the
+    same results whether the file is there, changed beyond repair, or gone."""
+    before = cli("eval", "latest", "--json", "before.json", cwd=support)
+    assert before.exit_code == 1, before.output  # the example's gate fails on purpose
+    (support / "cases.jsonl").write_text('{"id": "broken"\n')
+    after = cli("eval", "latest", "--json", "after.json", cwd=support)
+    assert after.exit_code == 1, after.output
+    assert (support / "before.json").read_text() == (support / "after.json").read_text()
+    (support / "cases.jsonl").unlink()
+    assert cli("eval", "latest", cwd=support).exit_code == 1
+    r = cli("run", cwd=support)  # a run still validates every case before anything runs
+    assert r.exit_code == 2 and "cases.jsonl" in r.output, r.output

@@ -120,6 +120,18 @@ class Project:
             self._check_selectors()
         return info
 
+    def prepare_rejudging(self) -> None:
+        """What re-judging a stored run (``eval``) takes from the project as it is now: the
+        metamorphic transforms and their validity labels, the model judges' labels. The
+        cases are the run's, so the case file is read only where those labels are checked
+        against its ids (:meth:`prepare`); without transforms or model judges it is not read."""
+        from oloproof.evaluate.judge import ModelJudge
+
+        if self.config.metamorphic is not None or any(isinstance(ev, ModelJudge) for ev in self.suite.evaluators):
+            self.prepare(selectors=False)
+            return
+        self.suite.set_metamorphic([], {})
+
     def _check_selectors(self) -> None:
         """Every case id and tag a ``when:`` names is one of the suite's (a source case, a case
         derived from it; a tag some case carries): a misspelt one would leave its cases out of

@@ -57,7 +57,7 @@ def command(run: str, json_path: str | None, db: str | None, project_dir: str, o
     # `--json -`: stdout holds the JSON alone; what the project's checks print goes to stderr
     with stdout_to_stderr() if json_path == "-" else contextlib.nullcontext():
         project = load_project(project_dir)
-        project.prepare(selectors=False)  # labels and transforms as they are now; the cases are the run's
+        project.prepare_rejudging()  # labels and transforms as they are now; the cases are the run's
         store = open_log(db)
         try:
             run_id = resolve_run(store, run)
