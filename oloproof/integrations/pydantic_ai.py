@@ -9,10 +9,10 @@
 
     billing = instrument(Agent(model, name="billing", tools=[issue_refund]))
 
-How: inside a case, every run of the agent starts with one more capability (Pydantic AI's own
-extension point) — so whatever the agent runs is covered: tools registered afterwards, every
-toolset, the model of the agent or one given to ``run(model=...)``. Outside a case the agent
-has no extra capability at all and runs as it would bare:
+How: inside a case, every run of the agent starts from its root capability (Pydantic AI's own
+extension point) wrapped by a recording one — so whatever the agent runs is covered: tools
+registered afterwards, every toolset, the model of the agent or one given to
+``run(model=...)``. Outside a case the agent has no wrapper at all and runs as it would bare:
 
 * its toolset wrapper (``get_wrapper_toolset``, a ``WrapperToolset``) routes each tool call
   (function tools and toolsets alike; output tools are the answer, not tool calls): a
@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -53,9 +53,16 @@ from typing import Any
 from pydantic import TypeAdapter
 from pydantic_ai import Agent, RunContext
 from pydantic_ai._utils import Some
-from pydantic_ai.capabilities import AbstractCapability, CombinedCapability
+from pydantic_ai.capabilities import WrapperCapability
 from pydantic_ai.exceptions import ModelRetry, ToolFailed
-from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, ModelResponse, ToolCallPart
+from pydantic_ai.messages import (
+    AgentStreamEvent,
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    ModelResponse,
+    ToolCallPart,
+)
 from pydantic_ai.models import CompletedStreamedResponse, Model, ModelRequestParameters, StreamedResponse
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.run import AgentRunResult
@@ -323,49 +330,79 @@ class _RoutedModel(WrapperModel):
 
 
 @dataclasses.dataclass
-class _Recording(AbstractCapability[Any]):
-    """What an instrumented agent's runs inside a case start with (see :class:`_InCase`): its
-    tool calls, model requests and runs through the recorder."""
+class _Recording(WrapperCapability[Any]):
+    """What an instrumented agent's runs inside a case start with (see :class:`_InCase`): the
+    root capability in force, wrapped — its tool calls, model requests and runs through the
+    recorder, innermost (the capabilities in force wrap the routed toolset and model, and run
+    around the recorded run), everything else handed on as is.
+
+    A wrapper, not one more capability combined with the root: Pydantic AI dispatches every hook
+    of a run (node, model request, tool validation and execution...) to each capability combined,
+    each time with a copy of the run context — some 20 µs a call in Pydantic AI 2.68 for a
+    capability that has nothing to do in them; a wrapper passes each hook on to the root as is."""
 
     agent: Any = None
 
     def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any] | None:
         if _CURRENT.get() is None:
-            return None
-        return _RoutedToolset(toolset, agent=self.agent)
+            return self.wrapped.get_wrapper_toolset(toolset)
+        routed = _RoutedToolset(toolset, agent=self.agent)
+        return self.wrapped.get_wrapper_toolset(routed) or routed
 
     def get_wrapper_model(self, model: Model) -> Model | None:
         if _CURRENT.get() is None:
-            return None
-        return _RoutedModel(model, self.agent)
+            return self.wrapped.get_wrapper_model(model)
+        routed = _RoutedModel(model, self.agent)
+        return self.wrapped.get_wrapper_model(routed) or routed
 
     async def wrap_run(self, ctx: Any, *, handler: Callable[[], Awaitable[AgentRunResult[Any]]]
                        ) -> AgentRunResult[Any]:
-        rec = _CURRENT.get()
-        if rec is None:
-            return await handler()
-        name = agent_name(self.agent)
-        enclosing = _RUN.get()
-        outer = None if enclosing is None else enclosing.name
-        token = _RUN.set(_Run(name))
-        switch_to(name)
-        try:
-            with ToolManager.parallel_execution_mode("sequential"):
-                result = await handler()
-        except Exception:
-            if outer is None:
-                rec.finish("failure")
-            else:
-                switch_to(outer)
-            raise
-        finally:
-            _RUN.reset(token)
+        if _CURRENT.get() is None:
+            return await self.wrapped.wrap_run(ctx, handler=handler)
+
+        async def recorded() -> AgentRunResult[Any]:
+            return await _recorded_run(self.agent, handler)
+
+        return await self.wrapped.wrap_run(ctx, handler=recorded)
+
+    # the root's own event stream, not one more generator every event of the run passes through
+    @property
+    def has_wrap_run_event_stream(self) -> bool:
+        return self.wrapped.has_wrap_run_event_stream
+
+    def wrap_run_event_stream(self, ctx: RunContext[Any], *, stream: AsyncIterable[AgentStreamEvent]
+                              ) -> AsyncIterable[AgentStreamEvent]:
+        return self.wrapped.wrap_run_event_stream(ctx, stream=stream)
+
+
+async def _recorded_run(agent: Any, handler: Callable[[], Awaitable[AgentRunResult[Any]]]) -> AgentRunResult[Any]:
+    """One run of ``agent`` inside a case: it has control while it runs; the outermost run's
+    result is the case's ``final`` step and status."""
+    rec = _CURRENT.get()
+    if rec is None:
+        return await handler()
+    name = agent_name(agent)
+    enclosing = _RUN.get()
+    outer = None if enclosing is None else enclosing.name
+    token = _RUN.set(_Run(name))
+    switch_to(name)
+    try:
+        with ToolManager.parallel_execution_mode("sequential"):
+            result = await handler()
+    except Exception:
         if outer is None:
-            rec.final(_answer(result.output), agent=name)
-            rec.finish("success")
+            rec.finish("failure")
         else:
-            switch_to(outer)  # a delegate's run is over: the agent that ran it has control again
-        return result
+            switch_to(outer)
+        raise
+    finally:
+        _RUN.reset(token)
+    if outer is None:
+        rec.final(_answer(result.output), agent=name)
+        rec.finish("success")
+    else:
+        switch_to(outer)  # a delegate's run is over: the agent that ran it has control again
+    return result
 
 
 # ---- instrument --------------------------------------------------------------------------------
@@ -410,27 +447,26 @@ class _InCase:
     """Stands in for the agent's ``_override_root_capability`` (the context variable behind
     ``agent.override(root_capability=...)``, read each time the agent resolves its root
     capability): outside a case it answers what the variable holds, so the agent runs as it
-    would bare — not even one more capability for Pydantic AI to dispatch every hook to, a
-    cost of some 50 µs per call in Pydantic AI 2.68; inside a case, the root capability in
-    force (the agent's own, or the one an override set) combined with the recording one."""
+    would bare — not even a wrapper for Pydantic AI to hand every hook through; inside a case,
+    the root capability in force (the agent's own, or the one an override set) wrapped by the
+    recording one."""
 
-    __slots__ = ("agent", "combined", "recording", "var")
+    __slots__ = ("agent", "recording", "var")
 
     def __init__(self, var: ContextVar[Any], agent: Any) -> None:
         self.var = var
         self.agent = agent
-        self.recording = _Recording(agent=agent)
-        self.combined: tuple[Any, Any] | None = None  # (root capability, Some(it with ours))
+        self.recording: tuple[Any, Any] | None = None  # (root capability, Some(it wrapped))
 
     def get(self, *default: Any) -> Any:
         value = self.var.get(*default)
         if _CURRENT.get() is None:
             return value
         base = self.agent._root_capability if value is None else value.value
-        combined = self.combined
-        if combined is None or combined[0] is not base:
-            combined = self.combined = (base, Some(CombinedCapability([base, self.recording])))
-        return combined[1]
+        recording = self.recording
+        if recording is None or recording[0] is not base:
+            recording = self.recording = (base, Some(_Recording(base, agent=self.agent)))
+        return recording[1]
 
     def set(self, value: Any) -> Any:
         return self.var.set(value)
