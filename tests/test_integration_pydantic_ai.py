@@ -508,6 +508,88 @@ def test_the_codec_round_trips_a_response_with_tool_calls_and_text():
         assert back == dataclasses.replace(r, timestamp=back.timestamp, run_id=None, conversation_id=None)
 
 
+def test_what_is_recorded_from_the_messages_fields_is_what_the_type_adapter_writes():
+    """A model call's request and response are written from the messages' fields (JSON bytes,
+    made once) when they are plain JSON, through the type adapter otherwise: the same data
+    either way, decoded the same."""
+    import datetime as dt
+    import decimal
+
+    import msgspec
+    from pydantic import BaseModel
+    from pydantic_ai.messages import (
+        BinaryContent,
+        FilePart,
+        ImageUrl,
+        ModelRequest,
+        RetryPromptPart,
+        SystemPromptPart,
+        ToolReturnPart,
+        UserPromptPart,
+    )
+    from pydantic_ai.usage import RequestUsage
+
+    from oloproof.integrations.pydantic_ai import CODEC, _request
+
+    class Model_(BaseModel):
+        a: int | None = None
+
+    @dataclasses.dataclass
+    class Plain:
+        x: int
+
+    def by_the_adapter(messages):
+        encoded = encode_messages(messages)
+        for m in encoded:
+            if m.get("kind") == "request":
+                m.pop("instructions", None)
+                m["parts"] = [p for p in m.get("parts", ()) if p.get("part_kind") != "system-prompt"]
+        return {"messages": [m for m in encoded if m.get("parts") or m.get("kind") != "request"]}
+
+    def data(recorded):
+        return msgspec.json.decode(recorded) if isinstance(recorded, msgspec.Raw) else recorded
+
+    plain = [{"a": 1, "b": None, "c": [1, 2.5, "x", None, {"d": True}]}, "text", 3, 2.5, True, None, [1, 2], [], {},
+             {"kind": "binary", "data": "x", "media_type": "image/png"}]
+    other = [Model_(a=1), Plain(1), float("nan"), (1, 2), {1: "a"}, dt.datetime(2020, 1, 1), decimal.Decimal("1.5"),
+             b"bytes", {"x": float("inf")}]
+    requests = [ModelRequest(parts=[ToolReturnPart("t", c, tool_call_id="i1", metadata=c)], instructions="hi",
+                             run_id="r") for c in plain + other]
+    requests += [
+        ModelRequest(parts=[SystemPromptPart("sys"), UserPromptPart("hello")], instructions="inst"),
+        ModelRequest(parts=[UserPromptPart(["a", "b"])]),
+        ModelRequest(parts=[UserPromptPart([ImageUrl("https://example.com/y.png")])]),
+        ModelRequest(parts=[RetryPromptPart("try again", tool_name="t", tool_call_id="c")]),
+        ModelRequest(parts=[RetryPromptPart([{"type": "missing", "loc": ("a", 1), "msg": "m", "input": {}}])]),
+        ModelRequest(parts=[SystemPromptPart("only")]),
+        ModelRequest(parts=[], metadata={"k": 1}),
+        ModelRequest(parts=[ToolReturnPart("t", "x", tool_call_id="c", outcome="failed", tool_kind="function")]),
+    ]
+    raw = 0
+    for request in [*requests, requests]:
+        messages = request if isinstance(request, list) else [request]
+        recorded = _request(None, messages)
+        raw += isinstance(recorded, msgspec.Raw)
+        assert data(recorded) == by_the_adapter(messages), request
+    assert raw == len(plain) + 6  # plain JSON: bytes; the rest through the adapter
+    responses = [
+        ModelResponse(parts=[TextPart("hi"), ToolCallPart("t", {"a": None, "b": [1]}, tool_call_id="c")],
+                      model_name="m", usage=RequestUsage(input_tokens=3, output_tokens=0, details={"x": 1}),
+                      provider_details={"a": 1}, provider_response_id="r", finish_reason="stop", provider_name="p"),
+        ModelResponse(parts=[ThinkingPart("hmm", signature="s"), ToolCallPart("t", '{"a":1}')]),
+        ModelResponse(parts=[ToolCallPart("t", None)], usage=RequestUsage(cache_read_tokens=5)),
+        ModelResponse(parts=[TextPart("x")], metadata={"a": {"b": [None]}}),
+        ModelResponse(parts=[TextPart("x", provider_details={"t": (1, 2)})]),
+        ModelResponse(parts=[FilePart(BinaryContent(b"x", media_type="image/png"))]),
+    ]
+    for response in responses:
+        recorded = CODEC.encode(response)
+        assert isinstance(recorded, msgspec.Raw) == (response in responses[:4])
+        assert data(recorded) == encode_response(response)
+        back, again = decode_response(recorded), decode_response(encode_response(response))
+        assert back == dataclasses.replace(again, timestamp=back.timestamp)
+
+
 def test_an_agent_both_instrumented_and_traced_is_recorded_once():
     """A process that also traces Pydantic AI into Oloproof's span processor (an example app
     left ``Agent.instrument_all`` on, say): the integration records the case's calls, and the

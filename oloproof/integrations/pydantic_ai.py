@@ -50,6 +50,7 @@ from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from typing import Any
 
+import msgspec
 from pydantic import TypeAdapter
 from pydantic_ai import Agent, RunContext
 from pydantic_ai._utils import Some
@@ -61,7 +62,13 @@ from pydantic_ai.messages import (
     ModelMessagesTypeAdapter,
     ModelRequest,
     ModelResponse,
+    RetryPromptPart,
+    SystemPromptPart,
+    TextPart,
+    ThinkingPart,
     ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
 )
 from pydantic_ai.models import CompletedStreamedResponse, Model, ModelRequestParameters, StreamedResponse
 from pydantic_ai.models.wrapper import WrapperModel
@@ -69,6 +76,7 @@ from pydantic_ai.run import AgentRunResult
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tool_manager import ToolManager
 from pydantic_ai.toolsets import AbstractToolset, FunctionToolset, ToolsetTool, WrapperToolset
+from pydantic_ai.usage import RequestUsage
 from pydantic_core import to_jsonable_python
 
 from oloproof.integrations import aroute, declare, switch_to
@@ -158,15 +166,138 @@ def encode_response(response: Any) -> Any:
 
 
 def decode_response(data: Any) -> ModelResponse:
-    """The ``ModelResponse`` :func:`encode_response` recorded (timestamps: now)."""
+    """The ``ModelResponse`` :func:`encode_response` recorded (timestamps: now); ``data`` as
+    JSON data, or its bytes (``msgspec.Raw``)."""
+    if isinstance(data, msgspec.Raw):
+        data = _decode_json(data)
     message = ModelMessagesTypeAdapter.validate_python([data])[0]
     if not isinstance(message, ModelResponse):
         raise TypeError(f"the recorded message is a {type(message).__name__}, not a ModelResponse")
     return message
 
 
+# ---- the same JSON, written straight from the messages' fields --------------------------------
+#
+# Pydantic AI's type adapters serialize a message through Python hooks of its own (its tool
+# results' file records, its usage's extra fields): some 20-40 µs a message. The message
+# classes below are dataclasses whose JSON form, for plain JSON values, is their fields as they
+# are — so a message made only of them is written from its fields with what ``_normalised``
+# leaves out left out, encoded once (msgspec), and recorded as those bytes (``msgspec.Raw``:
+# read canonically wherever a replay compares them). What is not plain JSON (a file, a model
+# object, a NaN, a tuple...) — the bytes read back are not equal to what was written — goes
+# through the type adapter as before. Each class is checked once per process against the
+# adapter's JSON on its first message; a difference (another Pydantic AI) turns this off.
+
+_encode_json = msgspec.json.Encoder().encode
+_decode_json = msgspec.json.decode
+
+#: the classes written from their fields: class -> its fields
+_FIELDS: dict[type, tuple[str, ...]] = {
+    cls: tuple(f.name for f in dataclasses.fields(cls))
+    for cls in (ModelRequest, ModelResponse, UserPromptPart, SystemPromptPart, ToolReturnPart, RetryPromptPart,
+                TextPart, ToolCallPart, ThinkingPart)
+}
+#: the classes whose JSON was found to be the adapter's (see above)
+_CHECKED: set[type] = set()
+_SCALAR = (str, int, float, bool)
+
+
+def _plain_part(part: Any) -> dict[str, Any] | None:
+    fields = _FIELDS.get(type(part))
+    if fields is None:
+        return None
+    out = {}
+    for name in fields:
+        value = getattr(part, name)
+        if value is not None and name != "timestamp":
+            out[name] = value
+    if type(part) is ToolReturnPart and part.content is not None and not isinstance(part.content, _SCALAR):
+        out["content_file_digests"] = []  # the files in it: none in plain JSON
+    return out
+
+
+def _plain_message(message: Any, recorded_request: bool = False) -> dict[str, Any] | None:
+    """``message`` as :func:`encode_messages` writes it, from its fields (values as they are:
+    see :func:`_json`), or None when it is not made of the classes above. A request as
+    :func:`_request` records it when ``recorded_request``."""
+    data = _from_fields(message, recorded_request)
+    if data is None or _CHECKED.issuperset((type(message), *map(type, message.parts))):
+        return data
+    return data if _checked(message, _from_fields(message) if recorded_request else data) else None
+
+
+def _from_fields(message: Any, recorded_request: bool = False) -> dict[str, Any] | None:
+    cls = type(message)
+    fields = _FIELDS.get(cls)
+    if fields is None or cls is not ModelRequest and cls is not ModelResponse:
+        return None
+    out: dict[str, Any] = {}
+    for name in fields:
+        if name in _VOLATILE:
+            continue
+        value = getattr(message, name)
+        if value is None:
+            continue
+        if name == "parts":
+            parts = []
+            for part in value:
+                data = _plain_part(part)
+                if data is None:
+                    return None
+                if not (recorded_request and data.get("part_kind") == "system-prompt"):
+                    parts.append(data)
+            value = parts
+        elif name == "usage":
+            if type(value) is not RequestUsage:
+                return None
+            value = {k: v for k, v in value.__dict__.items() if not (v is None or v == 0 or v == {})}
+        elif recorded_request and name == "instructions":
+            continue
+        out[name] = value
+    return out
+
+
+def _checked(message: Any, data: dict[str, Any] | None) -> bool:
+    """Whether ``data`` (``message`` from its fields) is what the type adapter writes: the
+    first message of each class. Not plain JSON: nothing learned (the adapter writes it)."""
+    written = None if data is None else _json(data)
+    if written is None:
+        return False
+    if _decode_json(written) != _written(message):
+        _FIELDS.clear()  # another Pydantic AI: the type adapter from now on
+        return False
+    _CHECKED.update((type(message), *map(type, message.parts)))
+    return True
+
+
+def _json(data: Any) -> bytes | None:
+    """``data`` as JSON bytes, when it is plain JSON data (what reads back is equal to it: no
+    object msgspec writes as something else, no NaN); else None."""
+    try:
+        written = _encode_json(data)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return written if _decode_json(written) == data else None
+
+
+def _written(message: ModelMessage) -> dict[str, Any]:
+    """``message`` as the type adapter writes it (:func:`encode_messages`)."""
+    return _normalised([_dumped(message)])[0]
+
+
+def _encode_recorded_response(response: Any) -> Any:
+    """A model call's result as recorded: a ``ModelResponse`` as its JSON bytes, written once
+    (the data :func:`encode_response` makes)."""
+    if isinstance(response, ModelResponse):
+        data = _plain_message(response)
+        written = None if data is None else _json(data)
+        if written is not None:
+            return msgspec.Raw(written)
+    return encode_response(response)
+
+
 #: how a model request and its response go on the tape
-CODEC = ToolCodec(encode_response, decode_response)
+CODEC = ToolCodec(_encode_recorded_response, decode_response)
 
 
 # ---- what one case knows ---------------------------------------------------------------------
@@ -240,7 +371,7 @@ class _RoutedToolset(WrapperToolset[Any]):
             raise
 
 
-def _request(run: _Run | None, messages: list[ModelMessage]) -> dict[str, Any]:
+def _request(run: _Run | None, messages: list[ModelMessage]) -> dict[str, Any] | msgspec.Raw:
     """A model request as recorded: the conversation the model has not seen in this run —
     the messages after the response it gave last (all of them on the run's first request, or
     when the history was rewritten since, by a history processor say), without the agent's
@@ -257,6 +388,17 @@ def _request(run: _Run | None, messages: list[ModelMessage]) -> dict[str, Any]:
         if previous is run.last or (isinstance(previous, ModelResponse) and run.last is not None
                                     and previous.parts == run.last.parts):
             new = messages[run.seen:]
+    plain = []
+    for each in new:
+        data = _plain_message(each, recorded_request=True)
+        if data is None:
+            break
+        if data.get("parts") or data.get("kind") != "request":
+            plain.append(data)
+    else:  # each message from its fields: the request's JSON bytes, written once
+        written = _json({"messages": plain})
+        if written is not None:
+            return msgspec.Raw(written)
     encoded = encode_messages(new)
     for message in encoded:
         if message.get("kind") == "request":
