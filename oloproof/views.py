@@ -219,7 +219,7 @@ def fold_case(events: Sequence[Event], stream: str = "?") -> CaseView:
     """Fold one case stream's events into a :class:`CaseView` (without evidence)."""
     if not events or not isinstance(events[0], CaseStarted):
         raise CorruptLogError(f"stream {stream!r}: a case stream must begin with case_started")
-    if any(type(ev) is CaseRetried for ev in events):
+    if CaseRetried in map(type, events):  # (types compare by identity)
         return _fold_attempts(events, stream)
     start: CaseStarted = events[0]
     fields: dict[str, Any] = {}

@@ -147,3 +147,30 @@ def test_the_one_frame_tool_call_records_what_the_general_path_records():
     general = _recorded({"tool": "never_called", "kind": "error", "call": 1})
     assert fast == general and len(fast) == 10 and b'"agent":"desk"' in fast[0]
     assert hashlib.sha256(b"".join(fast)).hexdigest() == hashlib.sha256(b"".join(general)).hexdigest()
+
+
+def test_a_commit_that_fails_in_sqlite_rolls_back_whole_and_says_why(tmp_path):
+    """The case commit's own transaction (no context manager): SQLite's full disk is a
+    StoreError saying so, nothing of the batch is written, and the store writes again after."""
+    from oloproof.errors import StoreError
+
+    store = SQLiteStore(tmp_path / "log.db")
+    store.commit([StreamAppend("r/a", 0, *CODEC.pack([StepRecorded(1, "message")]))])
+    pages = store._conn.execute("PRAGMA page_count").fetchone()[0]
+    store._conn.execute(f"PRAGMA max_page_count = {pages}")  # no room for another page
+    big = [StepRecorded(i + 1, "message", arguments={"x": "y" * 3000}) for i in range(8)]
+    with pytest.raises(StoreError, match="disk is full.*rolled back"):
+        store.commit([StreamAppend("r/b", 0, *CODEC.pack(big)),
+                      StreamAppend("r/a", 1, *CODEC.pack([StepRecorded(2, "message")]))])
+    assert not store._conn.in_transaction
+    assert store.read_stream("r/b") == [] and store.stream_length("r/a") == 1
+    with pytest.raises(DuplicateEventError):  # an integrity error rolls back the same way
+        store.commit([StreamAppend("r/c", 0, *CODEC.pack([StepRecorded(1, "message")])),
+                      StreamAppend("r/a", 0, *CODEC.pack([StepRecorded(1, "message")]))])
+    assert not store._conn.in_transaction and store.read_stream("r/c") == []
+    store._conn.execute("PRAGMA max_page_count = 1000000")
+    store.commit([StreamAppend("r/b", 0, *CODEC.pack(big))])
+    assert store.stream_length("r/b") == 8
+    report = store.verify()
+    assert report.ok and report.streams == 2 and report.events == 9
+    store.close()

@@ -330,7 +330,8 @@ class CaseFile:
             line = _FAST.decode(raw)
         except (msgspec.DecodeError, RecursionError):
             return self._parse(number, raw)
-        if case_id_problem(line.id) is not None or not all(isinstance(t, str) and t for t in line.tags):
+        tags = line.tags
+        if case_id_problem(line.id) is not None or tags and not all(isinstance(t, str) and t for t in tags):
             return self._parse(number, raw)  # what _parse_line reads through the model
         fault = _check_fault(line, f"{self.label}:{number}")
         return SuiteCase(
@@ -342,7 +343,7 @@ class CaseFile:
             line=number,
             fingerprint=case_fingerprint(line.input, line.initial_state, line.expected, fault),
             fault=fault,
-            tags=tuple(dict.fromkeys(line.tags)),
+            tags=tuple(dict.fromkeys(tags)) if tags else (),
         )
 
     def _parse(self, number: int, raw: bytes) -> SuiteCase:

@@ -258,19 +258,20 @@ class SuiteEvaluation:
         trial = case.started.trial if case.started is not None else None
         if trial is not None:  # the trials of a case (and of its derived cases) are one cluster
             cluster = split_trial(cluster)[0]
+        metrics, slices, labelled = self.metrics, self.slices, self.labelled_judges
         return CaseResult(
             case.case_id,
             case.position,
             tuple(verdicts),
-            tuple(m.value(case) for m in self.metrics),
-            tuple(s.group(case) for s in self.slices),
+            tuple([m.value(case) for m in metrics]) if metrics else (),
+            tuple([s.group(case) for s in slices]) if slices else (),
             tuple(paths),
             None if cluster == case.case_id else cluster,
             case.fingerprint,
             self.release_criterion is not None and case.trajectory is not None
             and case.trajectory.terminal_status == "success",
             trial=trial,
-            judged=tuple(e.prompt_digest_of(case) for _, e in self.labelled_judges),
+            judged=tuple([e.prompt_digest_of(case) for _, e in labelled]) if labelled else (),
         )
 
     def summarize(self, results: Iterable[CaseResult]) -> Summary:

@@ -699,8 +699,8 @@ class CaseRecorder:
 
 
 def _check_agents(steps: list[StepRecorded], case_id: str) -> None:
-    named = [s.agent is not None for s in steps]
-    if any(named) and not all(named):
+    unnamed = [s.agent for s in steps].count(None)
+    if 0 < unnamed < len(steps):  # some steps name an agent, others do not
         first = next(s.index for s in steps if s.agent is None)
         raise RecordError(
             f"case {case_id!r}: agent_trajectory/v1 field steps.agent: some steps name an agent and "

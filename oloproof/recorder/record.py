@@ -325,7 +325,7 @@ def record(slot: SystemSlot, recorder: CaseRecorder, invoke: Callable[[], Any], 
     try:
         _begin(slot, reset_to)
         output = call_with_timeout(invoke, timeout)
-        if inspect.isawaitable(output):  # a sync-looking callable that returns a coroutine
+        if type(output) is not dict and inspect.isawaitable(output):  # a sync-looking callable returning a coroutine
             _CURRENT.reset(set_token)  # the task that awaits it holds the recorder itself
             token = None
             output = _loop().run_until_complete(_bounded(output, timeout, recorder))

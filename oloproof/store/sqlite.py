@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote
 
 from oloproof.errors import CorruptLogError, DuplicateEventError, RunBusyError, StoreError, UsageError
-from oloproof.events import HMAC_SHA256, SHA256, scheme_of
+from oloproof.events import HMAC_SHA256, SHA256, chain_digests, scheme_of
 from oloproof.store import search
 from oloproof.store.base import (
     PROJECTIONS,
@@ -27,7 +27,6 @@ from oloproof.store.base import (
     Rows,
     StoredEvent,
     StreamAppend,
-    chain,
     wrong_key,
 )
 
@@ -269,8 +268,24 @@ class SQLiteStore(EventStore):
         if self._outer:  # part of transaction(): its owner commits or rolls back
             self._write(appends, rows)
             return
-        with self._immediate("cannot write the log ({}); the batch rolled back, nothing of it was written"):
+        # what _immediate does, without a generator's frames: a run commits each case here
+        conn = self._conn
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"{self.path}: cannot start a write transaction ({e})") from e
+        try:
             self._write(appends, rows)
+            conn.execute("COMMIT")
+        except sqlite3.OperationalError as e:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise StoreError(f"{self.path}: cannot write the log ({_reason(e)}); the batch rolled back, "
+                             "nothing of it was written") from e
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -310,7 +325,10 @@ class SQLiteStore(EventStore):
         conn = self._conn
         key = self.key
         rows_out: list[tuple] = []
+        largest = 0
         for ap in appends:
+            if ap.payloads:
+                largest = max(largest, max(map(len, ap.payloads)))
             if ap.start == 0:
                 previous = ""
             else:
@@ -324,18 +342,20 @@ class SQLiteStore(EventStore):
                         "batch rolled back"
                     )
                 previous = row[1]
-            digests, _ = chain(previous, ap, key)
             stream = ap.stream
+            digests = chain_digests(previous, stream, ap.start, ap.payloads, key)
             rows_out.extend(zip(repeat(stream), count(ap.start), ap.types, ap.payloads, digests))
         try:
             if rows_out:  # every stream of the batch in one statement
-                if max(len(row[3]) for row in rows_out) < _LARGE:
+                if largest < _LARGE:
                     conn.executemany(_INSERT, rows_out)
                 else:
                     _insert_large(conn, rows_out)
         except sqlite3.IntegrityError as e:
             raise DuplicateEventError(f"duplicate (stream, sequence): {e}; batch rolled back") from e
-        for table, table_rows in (rows or {}).items():
+        if not rows:
+            return
+        for table, table_rows in rows.items():
             cols, _ = PROJECTIONS[table]
             conn.executemany(
                 f"INSERT OR REPLACE INTO {table} VALUES ({', '.join('?' * len(cols))})", table_rows
