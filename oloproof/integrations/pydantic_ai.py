@@ -44,11 +44,12 @@ and what is not.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import re
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, Self
 
 import msgspec
 from pydantic import TypeAdapter
@@ -71,6 +72,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 from pydantic_ai.models import CompletedStreamedResponse, Model, ModelRequestParameters, StreamedResponse
+from pydantic_ai.models import wrapper as _wrapper
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.settings import ModelSettings
@@ -98,6 +100,9 @@ class _Run:
         self.seen = 0
         self.last: ModelResponse | None = None
 
+
+#: Pydantic AI's marker of the model it lends a wrapper it enters (see ``_RoutedModel.__aenter__``)
+_BORROWED: ContextVar[Any] | None = getattr(_wrapper, "_borrowed", None)
 
 #: the routed run that encloses the code that runs now (None: no routed run)
 _RUN: ContextVar[_Run | None] = ContextVar("oloproof_pydantic_ai_run", default=None)
@@ -416,6 +421,21 @@ class _RoutedModel(WrapperModel):
         super().__init__(wrapped)
         self._agent = agent
 
+    # Pydantic AI enters the wrapper a capability gives it around each request it serves, the
+    # model it wraps lent for the while (its owner enters it, around the run): then there is
+    # nothing to enter, and the marker of the loan says so — asked here without anyio's
+    # current task (the loan's task is the one awaiting this: nothing here starts another).
+    # Entered any other way, as a WrapperModel.
+    async def __aenter__(self) -> Self:
+        if _lent(self.wrapped):
+            return self
+        return await super().__aenter__()
+
+    async def __aexit__(self, *exc_info: Any) -> bool | None:
+        if _lent(self.wrapped):
+            return None
+        return await super().__aexit__(*exc_info)
+
     async def request(self, messages: list[ModelMessage], model_settings: ModelSettings | None,
                       model_request_parameters: ModelRequestParameters) -> ModelResponse:
         rec = _CURRENT.get()
@@ -469,6 +489,20 @@ class _RoutedModel(WrapperModel):
         rec.usage(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
                   model=self.wrapped.model_name)
         return response
+
+
+# Pydantic AI wraps each model class's own ``request`` in two coroutines (the special tokens
+# its model writes restored, one budget for the file URLs a request downloads): on a wrapper
+# both do nothing (it answers no request itself: the wrapped model's ``request``, wrapped alike,
+# does both), so the wrapper's is the method as written.
+_RoutedModel.request = inspect.unwrap(_RoutedModel.request)  # type: ignore[method-assign]
+
+
+def _lent(model: Model) -> bool:
+    """Whether ``model`` is the one Pydantic AI lends the wrapper it enters or exits now
+    (``pydantic_ai.models.wrapper._borrowed``; False when this Pydantic AI has no such marker)."""
+    marker = _BORROWED.get(None) if _BORROWED is not None else None
+    return marker is not None and getattr(marker, "active", False) is True and getattr(marker, "model", None) is model
 
 
 @dataclasses.dataclass
