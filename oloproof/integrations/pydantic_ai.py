@@ -196,9 +196,11 @@ def decode_response(data: Any) -> ModelResponse:
 _encode_json = msgspec.json.Encoder().encode
 _decode_json = msgspec.json.decode
 
-#: the classes written from their fields: class -> its fields
+#: the classes written from their fields: class -> the fields written as they are (a message's
+#: parts and usage aside, what changes from run to run left out)
 _FIELDS: dict[type, tuple[str, ...]] = {
-    cls: tuple(f.name for f in dataclasses.fields(cls))
+    cls: tuple(f.name for f in dataclasses.fields(cls)
+               if f.name not in ("timestamp", "parts", "usage") and f.name not in _VOLATILE)
     for cls in (ModelRequest, ModelResponse, UserPromptPart, SystemPromptPart, ToolReturnPart, RetryPromptPart,
                 TextPart, ToolCallPart, ThinkingPart)
 }
@@ -214,7 +216,7 @@ def _plain_part(part: Any) -> dict[str, Any] | None:
     out = {}
     for name in fields:
         value = getattr(part, name)
-        if value is not None and name != "timestamp":
+        if value is not None:
             out[name] = value
     if type(part) is ToolReturnPart and part.content is not None and not isinstance(part.content, _SCALAR):
         out["content_file_digests"] = []  # the files in it: none in plain JSON
@@ -236,29 +238,25 @@ def _from_fields(message: Any, recorded_request: bool = False) -> dict[str, Any]
     fields = _FIELDS.get(cls)
     if fields is None or cls is not ModelRequest and cls is not ModelResponse:
         return None
-    out: dict[str, Any] = {}
+    parts = []
+    for part in message.parts:
+        data = _plain_part(part)
+        if data is None:
+            return None
+        if not (recorded_request and data.get("part_kind") == "system-prompt"):
+            parts.append(data)
+    out: dict[str, Any] = {"parts": parts}
+    if cls is ModelResponse:
+        usage = message.usage
+        if type(usage) is not RequestUsage:
+            return None
+        out["usage"] = {k: v for k, v in usage.__dict__.items() if v or not (v is None or v == 0 or v == {})}
     for name in fields:
-        if name in _VOLATILE:
-            continue
         value = getattr(message, name)
-        if value is None:
-            continue
-        if name == "parts":
-            parts = []
-            for part in value:
-                data = _plain_part(part)
-                if data is None:
-                    return None
-                if not (recorded_request and data.get("part_kind") == "system-prompt"):
-                    parts.append(data)
-            value = parts
-        elif name == "usage":
-            if type(value) is not RequestUsage:
-                return None
-            value = {k: v for k, v in value.__dict__.items() if not (v is None or v == 0 or v == {})}
-        elif recorded_request and name == "instructions":
-            continue
-        out[name] = value
+        if value is not None:
+            out[name] = value
+    if recorded_request:
+        out.pop("instructions", None)
     return out
 
 
