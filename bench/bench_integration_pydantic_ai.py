@@ -29,7 +29,8 @@ steadier figure:
   recorder's work around each routed call (its steps, the checkpoint's snapshot, the
   codec encoding the response) and the encoding of each request, timed around them (the
   framework's own work inside each call subtracted). What it leaves out — Pydantic AI
-  entering the wrapper model and wrapper toolset it is given — is in the end-to-end figure.
+  entering the wrapper model and wrapper toolset it is given, and handing every hook of the
+  run through the recording capability that wraps the root one — is in the end-to-end figure.
 
     python bench/bench_integration_pydantic_ai.py [--tools 5] [--runs 40] [--rounds 7]   (about 20 s)
 """
