@@ -602,3 +602,40 @@ def test_eval_judges_the_runs_cases_without_reading_the_case_file(support, cli, 
     assert cli("eval", "latest", cwd=support).exit_code == 1
     r = cli("run", cwd=support)  # a run still validates every case before anything runs
     assert r.exit_code == 2 and "cases.jsonl" in r.output, r.output
+
+
+def test_a_judge_killed_mid_read_leaves_the_read_to_this_process(support, cli, monkeypatch, forked_always):
+    """The forked child killed before it said why (the OOM killer, a signal): the run is judged
+    here instead, with the same results, and the cache holds them once."""
+    import os
+    import signal
+
+    from oloproof.app import forked
+    from oloproof.app.evidence import RunEvidence
+
+    here = cli("eval", "latest", "--json", "here.json", cwd=support)
+    cache_of(support).unlink()
+    parent = os.getpid()
+    real = RunEvidence.judge
+
+    def judge(self, view, *a, **k):
+        if os.getpid() != parent and view.case_id.endswith("_007"):
+            os.kill(os.getpid(), signal.SIGKILL)  # in the forked child only
+        return real(self, view, *a, **k)
+
+    lost = []
+    real_finish = forked.ForkedJudge.finish
+
+    def finish(self):
+        try:
+            real_finish(self)
+        except forked.Lost as e:
+            lost.append(str(e))
+            raise
+
+    monkeypatch.setattr(RunEvidence, "judge", judge)
+    monkeypatch.setattr(forked.ForkedJudge, "finish", finish)
+    r = cli("eval", "latest", "--json", "killed.json", cwd=support)
+    assert lost and "ended with -9" in lost[0], lost
+    assert (r.exit_code, (support / "killed.json").read_text()) == (here.exit_code, (support / "here.json").read_text())
+    assert len(entries(support)) == 1

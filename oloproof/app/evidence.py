@@ -184,8 +184,8 @@ def _judge_in_one_read(store: EventStore, run: StoredRun, suite: SuiteEvaluation
     if forked.usable(store, run, suite):
         try:
             return _judge_forked(store, run, suite, keep_cases, sealed_only, Keeper.start(store, run, key))
-        except forked.Unencodable:
-            pass  # a result the child could not send: judged here instead
+        except (forked.Unencodable, forked.Lost):
+            pass  # a result the child could not send, or the child killed: judged here instead
     return _judge_here(store, run, suite, keep_cases, sealed_only, Keeper.start(store, run, key))
 
 

@@ -15,7 +15,8 @@ read-only connection, for the replays and metamorphic sources it reads), no thre
 one (forking beside threads can deadlock), and a suite of Oloproof's own evaluators (a
 ``python`` check or a plugin runs user code, whose output and state belong to this
 process). An error in the child is raised here once the audit holds, as a serial read
-raises it.
+raises it; a child killed before it said why (or that judged fewer cases than it was sent)
+leaves the judging to this process, from the events again.
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ class ForkedJudge:
         self._batch: list[tuple[str, list[bytes]]] = []
         self._on_results = on_results
         self._gone = False  # the child stopped reading (it said why, or died)
+        self._sent = self._received = 0  # case streams sent, results taken
         to_child, from_parent = os.pipe()[::-1]
         from_child, to_parent = os.pipe()
         pid = os.fork()
@@ -90,6 +92,7 @@ class ForkedJudge:
     def send(self, stream: CheckedStream) -> None:
         """A case stream whose chain holds, to be judged."""
         self._batch.append((stream.stream, stream.payloads))
+        self._sent += 1
         if len(self._batch) >= BATCH:
             self._flush()
 
@@ -108,7 +111,10 @@ class ForkedJudge:
         self._thread.join()
         _, status = os.waitpid(self._pid, 0)
         if self.error is None and os.waitstatus_to_exitcode(status) != 0:
-            self.error = RuntimeError(f"the process judging the run's cases ended with {status}")
+            # killed (the OOM killer, a signal) before it said why: nothing wrong with the run
+            self.error = Lost(f"the process judging the run's cases ended with {os.waitstatus_to_exitcode(status)}")
+        if self.error is None and self._received != self._sent:
+            self.error = Lost(f"the process judging the run's cases judged {self._received} of {self._sent}")
         if self.error is not None:
             raise self.error
 
@@ -139,7 +145,9 @@ class ForkedJudge:
                     self.error = _error(msgspec.msgpack.decode(frame[1:]))
                     return
                 if self.error is None:
-                    self._on_results(frame, decode_results(frame))
+                    results = decode_results(frame)
+                    self._received += len(results)
+                    self._on_results(frame, results)
         except BaseException as e:  # noqa: BLE001 - raised by finish(), in the reading thread
             self.error = self.error or e
         finally:
@@ -173,6 +181,11 @@ def _child(source: IO[bytes], sink: IO[bytes], path: Path, key: bytes | None,
         _write(sink, b"!" + msgspec.msgpack.encode([kind, type(e).__name__, str(e)]))
     finally:
         sink.close()
+
+
+class Lost(Exception):
+    """The child ended without saying why (killed): the caller judges the run in this process
+    instead."""
 
 
 class Unencodable(Exception):
