@@ -520,15 +520,17 @@ def test_case_streams_in_suite_order_without_a_list(tmp_path):
 
 @pytest.fixture
 def forked_always(monkeypatch):
-    """Any run is judged in a forked child (app.forked), not only a large one."""
-    import threading
-
+    """Any run is judged in a forked child (app.forked), not only a large one — also in a test
+    process that earlier test files left idle pool threads in (asyncio's default executor,
+    Dask's offload thread): a fresh process has none, and
+    ``test_a_fresh_reader_process_judges_on_two_cores`` checks the real condition there."""
     from oloproof.app import forked
 
-    if not sys.platform.startswith("linux") or threading.active_count() != 1:
-        pytest.skip("judged on two cores only on Linux, with no other thread")
+    if not sys.platform.startswith("linux"):
+        pytest.skip("judged on two cores only on Linux")
     monkeypatch.setattr(forked, "MIN_CASES", 0)
     monkeypatch.setattr(forked, "BATCH", 7)  # several frames each way
+    monkeypatch.setattr(forked, "_alone", lambda: True)
 
 
 def test_a_run_judged_on_two_cores_is_judged_the_same(support, cli, monkeypatch, forked_always, tmp_path):
@@ -639,3 +641,31 @@ def test_a_judge_killed_mid_read_leaves_the_read_to_this_process(support, cli, m
     assert lost and "ended with -9" in lost[0], lost
     assert (r.exit_code, (support / "killed.json").read_text()) == (here.exit_code, (support / "here.json").read_text())
     assert len(entries(support)) == 1
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="judged on two cores only on Linux")
+def test_a_fresh_reader_process_judges_on_two_cores(support):
+    """``oloproof eval`` in a process of its own (no thread but its main one, as a user runs
+    it) forks its judge; the results are those of a serial read."""
+    import subprocess
+
+    script = (
+        "import sys\n"
+        "from oloproof.app import forked\n"
+        "forked.MIN_CASES = int(sys.argv[1])\n"
+        "real = forked.ForkedJudge.__init__\n"
+        "def init(self, *a, **k):\n"
+        "    print('forked', file=sys.stderr)\n"
+        "    real(self, *a, **k)\n"
+        "forked.ForkedJudge.__init__ = init\n"
+        "from oloproof.cli.main import main\n"
+        "sys.argv = ['oloproof', 'eval', 'latest', '--json', sys.argv[2]]\n"
+        "main()\n")
+    outs = []
+    for threshold, out in (("0", "forked.json"), ("1000000000", "serial.json")):
+        cache_of(support).unlink(missing_ok=True)
+        p = subprocess.run([sys.executable, "-c", script, threshold, out], cwd=support, capture_output=True,
+                           text=True, timeout=120)
+        outs.append((p.returncode, "forked" in p.stderr.splitlines(), (support / out).read_text()))
+    assert outs[0][1] and not outs[1][1], outs
+    assert outs[0][0] == outs[1][0] == 1 and outs[0][2] == outs[1][2]

@@ -49,10 +49,15 @@ def usable(store: EventStore, run: StoredRun, suite: SuiteEvaluation) -> bool:
     """Whether ``run`` is judged in a forked child (the conditions in the module docstring)."""
     if not sys.platform.startswith("linux") or (os.cpu_count() or 1) < 2 or run.started.case_count < MIN_CASES:
         return False  # (macOS has fork, but system frameworks a project loads may not survive one)
-    if not isinstance(getattr(store, "path", None), Path) or threading.active_count() != 1:
+    if not isinstance(getattr(store, "path", None), Path) or not _alone():
         return False
     return all(getattr(e, "type_name", "") != "python" and type(e).__module__.startswith("oloproof.")
                for e in suite.evaluators)
+
+
+def _alone() -> bool:
+    """Whether this process runs no thread but this one (a fork copies only the caller's)."""
+    return threading.active_count() == 1
 
 
 class ForkedJudge:
