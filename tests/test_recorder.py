@@ -154,3 +154,26 @@ def test_recorder_overhead_smoke():
 
     events = in_case(body).trajectory_events()
     assert [e.index for e in events[:-1]] == list(range(1, 2001))
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"input_tokens": -1}, "input_tokens"), ({"output_tokens": True}, "output_tokens"),
+    ({"input_tokens": 1.0}, "input_tokens"), ({"cost": float("nan")}, "cost"), ({"cost": float("inf")}, "cost"),
+    ({"cost": -0.5}, "cost"), ({"cost": True}, "cost"), ({"latency_ms": float("nan")}, "latency_ms"),
+    ({"model": 3}, "model"),
+])
+def test_usage_refuses_what_is_not_a_count_or_a_finite_number(kwargs, field):
+    rec = CaseRecorder(Case("c1", {}))
+    with pytest.raises(RecordError, match=rf"case 'c1': usage\({field}=\.\.\.\)"):
+        rec.usage(**kwargs)
+    assert rec.usage_events() == []
+
+
+def test_usage_records_each_report_as_given():
+    rec = CaseRecorder(Case("c1", {}))
+    rec.usage(input_tokens=12, output_tokens=3, model="m")  # the integrations' report
+    rec.usage(input_tokens=1, output_tokens=2, cost=0.25, latency_ms=40, model=None)
+    rec.usage(cost=1)  # an int cost is a number
+    got = [(u.input_tokens, u.output_tokens, u.cost, u.latency_ms, u.model) for u in rec.usage_events()]
+    assert got == [(12, 3, 0.0, None, "m"), (1, 2, 0.25, 40.0, None), (0, 0, 1.0, None, None)]
+    assert all(type(u.cost) is float for u in rec.usage_events())

@@ -62,6 +62,8 @@ from oloproof.records import (
 )
 from oloproof.system import _AGENT, _BRANCH, _CURRENT, RUNS_THE_TOOL, ToolCodec, current_case, fault_result
 
+_INF = float("inf")
+
 if TYPE_CHECKING:
     import asyncio
 
@@ -405,6 +407,11 @@ class CaseRecorder:
         """Report one model call's usage: tokens, cost (in your currency) and the latency your
         model client measured (ms). Summed per case by the metric sources ``tokens``,
         ``cost`` and ``latency_ms``."""
+        if (type(input_tokens) is int and type(output_tokens) is int and input_tokens >= 0 and output_tokens >= 0
+                and type(cost) is float and 0.0 <= cost < _INF and latency_ms is None
+                and (model is None or type(model) is str)):  # the common case (an integration's report), checked
+            self._usage.append(UsageRecorded(input_tokens, output_tokens, cost, None, model, len(self._steps)))
+            return
         import math
 
         for name, count in (("input_tokens", input_tokens), ("output_tokens", output_tokens)):
