@@ -9,7 +9,8 @@ not stored leaves its case ``missing`` (``replay_not_run``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from oloproof.app.refs import resolve_ref, trials_of
@@ -209,16 +210,10 @@ def _judge_here(store: EventStore, run: StoredRun, suite: SuiteEvaluation, keep_
         if keeper is not None:
             keeper.add(result)
 
-    try:
+    with _kept(keeper):
         audit = require_intact(store, run.run_id, visit=judge)
         if failed:
             raise failed[0]
-    except BaseException:
-        if keeper is not None:
-            keeper.abort()
-        raise
-    if keeper is not None:
-        keeper.keep()
     return audit, acc
 
 
@@ -238,21 +233,28 @@ def _judge_forked(store: EventStore, run: StoredRun, suite: SuiteEvaluation, kee
     def judge_with(child_store: EventStore) -> Callable[[CaseView], CaseResult]:  # in the forked child
         return RunEvidence(child_store, run, suite, sealed_only, warn=False).judge
 
-    judge = ForkedJudge(store, judge_with, take)
-    try:
+    with _kept(keeper):
+        judge = ForkedJudge(store, judge_with, take)
         try:
             audit = require_intact(store, run.run_id, visit=judge.send)
         except BaseException:
             judge.abort()
             raise
         judge.finish()
+    return audit, acc
+
+
+@contextlib.contextmanager
+def _kept(keeper: Keeper | None) -> Iterator[None]:
+    """The results ``keeper`` took are kept once the block ends, dropped if it raises."""
+    try:
+        yield
     except BaseException:
         if keeper is not None:
             keeper.abort()
         raise
     if keeper is not None:
         keeper.keep()
-    return audit, acc
 
 
 # ---- the gate's evidence: a no_regression rule against its baseline ------------------------

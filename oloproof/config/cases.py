@@ -133,6 +133,21 @@ CASE_FAULT_KINDS = ("error", "timeout", "malformed", "timeout_after_effect", "de
 FAULT_FIELDS = ("tool", "kind", "call", "scope")
 
 
+def _suite_case(line: Any, number: int, fault: Any) -> SuiteCase:
+    """The case a checked line (fast-decoded or validated) of line ``number`` stands for."""
+    return SuiteCase(
+        id=line.id,
+        input=line.input,
+        initial_state=line.initial_state,
+        expected=line.expected,
+        metadata=line.metadata,
+        line=number,
+        fingerprint=case_fingerprint(line.input, line.initial_state, line.expected, fault),
+        fault=fault,
+        tags=tuple(dict.fromkeys(line.tags)) if line.tags else (),
+    )
+
+
 def _check_fault(case: Any, where: str) -> dict[str, Any] | None:
     """The case's fault, validated and normalised (``call`` filled in), or None."""
     fault = case.fault
@@ -333,18 +348,7 @@ class CaseFile:
         tags = line.tags
         if case_id_problem(line.id) is not None or tags and not all(isinstance(t, str) and t for t in tags):
             return self._parse(number, raw)  # what _parse_line reads through the model
-        fault = _check_fault(line, f"{self.label}:{number}")
-        return SuiteCase(
-            id=line.id,
-            input=line.input,
-            initial_state=line.initial_state,
-            expected=line.expected,
-            metadata=line.metadata,
-            line=number,
-            fingerprint=case_fingerprint(line.input, line.initial_state, line.expected, fault),
-            fault=fault,
-            tags=tuple(dict.fromkeys(tags)) if tags else (),
-        )
+        return _suite_case(line, number, _check_fault(line, f"{self.label}:{number}"))
 
     def _parse(self, number: int, raw: bytes) -> SuiteCase:
         if json_nests_deeper(raw, MAX_NESTING):
@@ -365,18 +369,7 @@ class CaseFile:
         else:
             model = self._validate(number, raw)
         _check_expected(model, f"{self.label}:{number}")
-        fault = _check_fault(model, f"{self.label}:{number}")
-        return SuiteCase(
-            id=model.id,
-            input=model.input,
-            initial_state=model.initial_state,
-            expected=model.expected,
-            metadata=model.metadata,
-            line=number,
-            fingerprint=case_fingerprint(model.input, model.initial_state, model.expected, fault),
-            fault=fault,
-            tags=tuple(dict.fromkeys(model.tags)),
-        )
+        return _suite_case(model, number, _check_fault(model, f"{self.label}:{number}"))
 
     def _validate(self, number: int, raw: bytes) -> CaseModel:
         where = f"{self.label}:{number}"

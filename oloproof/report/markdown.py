@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from oloproof.report.terminal import case_argument, one_line, plural
+from oloproof.report.terminal import case_argument, exit_line, one_line, plural
 
 #: the cases listed per rule; the rest are counted, with the command that lists them
 MOST_CASES = 25
@@ -90,22 +90,9 @@ def gate_markdown(run: Any, suite: Any, summary: Any, evidence: dict[str, Any], 
 
 
 def _exit_text(gate: Any) -> str:
-    """What the exit code means (as :func:`oloproof.report.terminal.exit_line` says it), with
-    the rule names in code spans."""
-    if gate is None:
-        return "**exit 0**: nothing to gate (no release rules)"
-    if not gate.rules:
-        return (f"**exit {gate.exit_code}**: the gate is blocked (INSUFFICIENT_EVIDENCE: the release has no "
-                "rules, so nothing was decided)")
-    if gate.decision == "PASS":
-        return f"**exit {gate.exit_code}**: the gate passed (every rule passed)"
-    if gate.decision == "FAIL":
-        failed = [r.name for r in gate.rules if r.status == "FAIL"]
-        return (f"**exit {gate.exit_code}**: the gate is blocked (FAIL: {plural(len(failed), 'rule')} failed: "
-                + ", ".join(code(n) for n in failed) + ")")
-    short = [r.name for r in gate.rules if r.status != "PASS"]
-    return (f"**exit {gate.exit_code}**: the gate is blocked (INSUFFICIENT_EVIDENCE: {plural(len(short), 'rule')} "
-            "could not be decided: " + ", ".join(code(n) for n in short) + ")")
+    """What the exit code means (:func:`oloproof.report.terminal.exit_line`), with the rule
+    names in code spans."""
+    return exit_line(gate, name=code, bold=True, hint=False)
 
 
 def _regressions(run: Any, suite: Any, evidence: dict[str, Any], known: dict[str, Any], where: str) -> list[str]:

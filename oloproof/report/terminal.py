@@ -13,7 +13,7 @@ below — so that no name is cut and no word is broken mid-letter at 80 columns.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from rich import box
@@ -340,22 +340,26 @@ def gate_table(summary: Summary) -> Grid:
     return t
 
 
-def exit_line(gate: Any) -> str:
+def exit_line(gate: Any, *, name: Callable[[str], str] = str, bold: bool = False, hint: bool = True) -> str:
     """One line saying what the command's exit code means for this gate (a
-    :class:`~oloproof.evaluate.gate.GateResult`, or ``None`` when there are no release rules)."""
+    :class:`~oloproof.evaluate.gate.GateResult`, or ``None`` when there are no release rules).
+    ``name`` writes a rule's name, ``bold`` makes "exit N" Markdown bold, ``hint`` says what to
+    do about a release without rules (the Markdown comment: ``name=code, bold=True, hint=False``)."""
+    code = gate.exit_code if gate is not None else 0
+    head = f"**exit {code}**" if bold else f"exit {code}"
     if gate is None:
-        return "exit 0: nothing to gate (no release rules)"
+        return f"{head}: nothing to gate (no release rules)"
     if not gate.rules:
-        return (f"exit {gate.exit_code}: the gate is blocked (INSUFFICIENT_EVIDENCE: the release has no rules, "
-                "so nothing was decided; add rules to release.yaml, or remove release: to run without a gate)")
+        return (f"{head}: the gate is blocked (INSUFFICIENT_EVIDENCE: the release has no rules, so nothing was "
+                "decided" + ("; add rules to release.yaml, or remove release: to run without a gate)" if hint
+                             else ")"))
     if gate.decision == "PASS":
-        return f"exit {gate.exit_code}: the gate passed (every rule passed)"
+        return f"{head}: the gate passed (every rule passed)"
     if gate.decision == "FAIL":
-        failed = [r.name for r in gate.rules if r.status == "FAIL"]
-        return (f"exit {gate.exit_code}: the gate is blocked (FAIL: "
-                f"{plural(len(failed), 'rule')} failed: {', '.join(failed)})")
-    short = [r.name for r in gate.rules if r.status != "PASS"]
-    return (f"exit {gate.exit_code}: the gate is blocked (INSUFFICIENT_EVIDENCE: "
+        failed = [name(r.name) for r in gate.rules if r.status == "FAIL"]
+        return f"{head}: the gate is blocked (FAIL: {plural(len(failed), 'rule')} failed: {', '.join(failed)})"
+    short = [name(r.name) for r in gate.rules if r.status != "PASS"]
+    return (f"{head}: the gate is blocked (INSUFFICIENT_EVIDENCE: "
             f"{plural(len(short), 'rule')} could not be decided: {', '.join(short)})")
 
 
