@@ -486,3 +486,31 @@ def test_the_workflow_steps_run_here(tmp_path):
     runs = json.loads(listed.stdout)
     assert [r["run_id"] for r in runs] == [first, second]
     assert runs[0]["pins"] == ["main"] and runs[1]["pins"] == []  # a pull request pins nothing
+
+
+def test_the_exit_line_is_one_text_in_the_terminal_and_the_comment():
+    """The terminal's exit line and the Markdown comment's say the same of every gate; the
+    comment bolds "exit N", puts each rule's name in a code span and leaves out the terminal's
+    hint about a release without rules."""
+    from types import SimpleNamespace as NS
+
+    from oloproof.report.markdown import _exit_text
+    from oloproof.report.terminal import exit_line
+
+    def gate(decision, code, *rules):
+        return NS(decision=decision, exit_code=code, rules=[NS(name=n, status=s) for n, s in rules])
+
+    cases = [
+        (None, "exit 0: nothing to gate (no release rules)", "**exit 0**: nothing to gate (no release rules)"),
+        (gate("INSUFFICIENT_EVIDENCE", 1), "add rules to release.yaml", "so nothing was decided)"),
+        (gate("PASS", 0, ("a", "PASS")), "exit 0: the gate passed (every rule passed)",
+         "**exit 0**: the gate passed (every rule passed)"),
+        (gate("FAIL", 1, ("no`del", "FAIL"), ("b", "PASS"), ("c", "FAIL")),
+         "exit 1: the gate is blocked (FAIL: 2 rules failed: no`del, c)",
+         "**exit 1**: the gate is blocked (FAIL: 2 rules failed: ``no`del``, `c`)"),
+        (gate("INSUFFICIENT_EVIDENCE", 1, ("a", "PASS"), ("<b>", "INSUFFICIENT_EVIDENCE")),
+         "could not be decided: <b>)", "(INSUFFICIENT_EVIDENCE: 1 rule could not be decided: `<b>`)"),
+    ]
+    for g, terminal, comment in cases:
+        assert terminal in exit_line(g) and comment in _exit_text(g), (exit_line(g), _exit_text(g))
+    assert "release.yaml" not in _exit_text(gate("INSUFFICIENT_EVIDENCE", 1))
