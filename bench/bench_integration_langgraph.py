@@ -5,9 +5,12 @@ Bare and instrumented copies of the same calls, made the way LangGraph makes the
 
 * ``tool``: ``BaseTool.invoke(tool_call, config)`` of a ``@tool`` (a small dict back), as a
   ``ToolNode`` calls it: argument validation, the call, the ``ToolMessage``;
-* ``model``: ``BaseChatModel.invoke(messages)`` of an offline chat model answering a fixed
-  tool call, with a realistic request — eight messages of a conversation (a human turn, tool
-  calls, tool results, an answer), three tools bound; the bare side runs LangChain's own
+* ``model``: ``BaseChatModel.invoke(messages)`` of an offline chat model answering a tool
+  call (a new message each time, as a provider's is), with a realistic request — eight
+  messages of a conversation (a human turn, tool calls, tool results, an answer), three tools
+  bound — that grows as a graph's does: each request is the conversation so far, the previous
+  call's answer and a new tool result (so, in a case, every request has two messages not
+  written before: what a run's next model call brings); the bare side runs LangChain's own
   ``_generate_with_cache``, the instrumented side the hook that routes it;
 * ``run``: a whole ``graph.invoke`` of a two-agent team (``create_react_agent`` agents: triage
   hands off to billing, billing calls a tool then answers: 3 model calls, 1 tool call, 1
@@ -17,6 +20,11 @@ Bare and instrumented copies of the same calls, made the way LangGraph makes the
 ``model``, inside an instrumented graph's run (what :func:`instrument` 's graph sets around
 its runs): each routed call records its steps (a ``tool_call`` and a ``tool_result``, or a
 ``decision`` with the request and the ``ChatResult`` as JSON). **outside**: no case running.
+
+Times are the CPU time of the thread that makes the calls (``time.thread_time_ns``: on a
+machine shared with other work, wall-clock differences of a few µs drown in the scheduler's
+noise); ``run`` is timed in CPU time of the process, as ``ToolNode`` runs its tool calls in a
+worker thread.
 
 Interleaved: every round times a batch of bare calls and a batch of instrumented calls back to
 back, in alternating order; the figure of a round is the difference of the two batches' median
@@ -84,7 +92,7 @@ class Chat(BaseChatModel):
         return "script"
 
     def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
-        out = self.answers[self.i % len(self.answers)]
+        out = self.answers[self.i % len(self.answers)].model_copy()  # a provider's answer is a new message
         self.i += 1
         return ChatResult(generations=[ChatGeneration(message=out)])
 
@@ -134,30 +142,34 @@ def team() -> Any:
 TOOL_CALL = {"name": "lookup_order", "args": {"order_id": "ord-001"}, "id": "c1", "type": "tool_call"}
 
 
-def tool_calls(t: Any, n: int) -> list[float]:
+def tool_calls(t: Any, n: int) -> list[int]:
     out = []
     for _ in range(n):
-        t0 = time.perf_counter()
+        t0 = time.thread_time_ns()
         t.invoke(TOOL_CALL)
-        out.append(time.perf_counter() - t0)
+        out.append(time.thread_time_ns() - t0)
     return out
 
 
-def model_calls(model: Any, n: int) -> list[float]:
+def model_calls(model: Any, n: int) -> list[int]:
     out = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        model.invoke(CONVERSATION)
-        out.append(time.perf_counter() - t0)
+    request = CONVERSATION
+    for i in range(n):
+        t0 = time.thread_time_ns()
+        answer = model.invoke(request)
+        out.append(time.thread_time_ns() - t0)
+        # the next request, as a graph makes it: the conversation so far, this answer, its tool's result
+        request = [*CONVERSATION[:6], answer,
+                   ToolMessage('{"refunded": 40.0}', tool_call_id=f"r{i}", name="issue_refund")]
     return out
 
 
-def runs(graph: Any, n: int) -> list[float]:
+def runs(graph: Any, n: int) -> list[int]:
     out = []
     for _ in range(n):
-        t0 = time.perf_counter()
+        t0 = time.process_time_ns()
         graph.invoke({"messages": [HumanMessage("refund ord-001")]})
-        out.append(time.perf_counter() - t0)
+        out.append(time.process_time_ns() - t0)
     return out
 
 
@@ -183,13 +195,14 @@ def timed(kind: str, target: Any, n: int, in_case: bool, instrumented: bool) -> 
         for var, token in reversed(tokens):
             var.reset(token)
         BaseChatModel._generate_with_cache, BaseChatModel._agenerate_with_cache = HOOKED  # type: ignore[method-assign]
-    return statistics.median(times) / (4 if kind == "run" else 1)
+    return statistics.median(times) / 1e9 / (4 if kind == "run" else 1)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--calls", type=int, default=400)
     ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--only", choices=("tool", "model", "run"), help="time only these calls")
     args = ap.parse_args()
     bare_tool, routed_tool = tools()[0], tools()[0]
     integration._route_tool(routed_tool)
@@ -202,6 +215,8 @@ def main() -> None:
     gc.collect()
     print(f"{'call':6s} {'where':8s} {'bare µs':>9s} {'instrumented µs':>16s} {'overhead µs (median [min, max])':>34s}")
     for kind, (b, r) in pairs.items():
+        if args.only and kind != args.only:
+            continue
         n = args.calls if kind != "run" else max(20, args.calls // 10)
         for where in (True, False):
             diffs, bares, ours = [], [], []

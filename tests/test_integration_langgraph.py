@@ -487,6 +487,42 @@ def test_the_codec_round_trips_a_response_with_tool_calls_and_text():
                                                                                  "data": {"content": "hi"}}]}
 
 
+def test_a_message_is_written_byte_for_byte_as_its_data_would_be():
+    """Messages of plain fields are written by pydantic straight to JSON (the fast way); the
+    bytes are those of the message's data written by msgspec (what recordings hold), for every
+    kind of message and field: empty fields and LangChain's ids left out, a None inside kept,
+    floats with exponents, text that needs escapes; and what pydantic cannot write."""
+    import datetime
+
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+    from oloproof.integrations.langgraph import _encode_json, _message_bytes, _message_json
+
+    messages = [
+        HumanMessage('h\u00e9llo \u2028 \x00 "q" \\ / \U0001f600', id="b7c1"), HumanMessage("", id="lc_run--1-0"),
+        AIMessage("", id="run-9", tool_calls=[{"name": "f", "args": {"a": None, "l": [], "d": {}}, "id": None}],
+                  usage_metadata={"input_tokens": 1, "output_tokens": 2, "total_tokens": 3}),
+        AIMessage("x", id="chatcmpl-4", response_metadata={"big": 1e16, "small": 2.5e-10, "n": [1e22, -0.0]}),
+        AIMessage("x", name=""), AIMessage([], id="chatcmpl-5", response_metadata={"n": 0, "no": False, "f": 0.0}),
+        AIMessage([{"type": "text", "text": "hi"}], additional_kwargs={"when": datetime.date(2026, 1, 2), "t": (1,)}),
+        AIMessage("", additional_kwargs={"bad": b"\xff"}), AIMessage("", response_metadata={"nan": float("nan")}),
+        ToolMessage("ok", tool_call_id="c1", status="success"), ToolMessage("ok", tool_call_id="c1", artifact=()),
+        ToolMessage("ok", tool_call_id="c1", artifact={"rows": 2}),
+        ToolMessage("ok", tool_call_id="c1", artifact=object()),
+        SystemMessage("be brief", extra_field=[]),
+    ]
+    def written(write: Any) -> Any:
+        try:
+            return write()
+        except Exception as e:  # noqa: BLE001 - bytes no JSON holds: the same error either way
+            return type(e)
+
+    for message in messages:
+        for keep_id in (True, False):
+            assert written(lambda: _message_bytes(message, keep_id=keep_id)) == written(
+                lambda: _encode_json(_message_json(message, keep_id=keep_id))), (message, keep_id)
+
+
 def test_instrument_refuses_what_is_not_a_compiled_graph():
     from langgraph.graph import MessagesState, StateGraph
 

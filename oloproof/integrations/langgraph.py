@@ -427,7 +427,7 @@ def _install_model_hook() -> None:
     def _generate_with_cache(self: Any, messages: list[Any], stop: list[str] | None = None,
                              run_manager: Any = None, **kwargs: Any) -> Any:
         run = _RUN.get()
-        if run is None or _IN_MODEL.get() or _CURRENT.get() is None:
+        if run is None or _IN_MODEL.get() or (rec := _CURRENT.get()) is None:
             return generate(self, messages, stop, run_manager, **kwargs)
         name = _model_name(self)
         agent = run.agent_of(_metadata({"run_manager": run_manager}), model=True)
@@ -438,14 +438,14 @@ def _install_model_hook() -> None:
                            agent=agent)
         finally:
             _IN_MODEL.reset(token)
-        _usage(result, name)
+        _usage(rec, result, name)
         return result
 
     @functools.wraps(agenerate)
     async def _agenerate_with_cache(self: Any, messages: list[Any], stop: list[str] | None = None,
                                     run_manager: Any = None, **kwargs: Any) -> Any:
         run = _RUN.get()
-        if run is None or _IN_MODEL.get() or _CURRENT.get() is None:
+        if run is None or _IN_MODEL.get() or (rec := _CURRENT.get()) is None:
             return await agenerate(self, messages, stop, run_manager, **kwargs)
         name = _model_name(self)
         agent = run.agent_of(_metadata({"run_manager": run_manager}), model=True)
@@ -456,7 +456,7 @@ def _install_model_hook() -> None:
                                   codec=CODEC, agent=agent)
         finally:
             _IN_MODEL.reset(token)
-        _usage(result, name)
+        _usage(rec, result, name)
         return result
 
     setattr(_generate_with_cache, _MARK, True)
@@ -475,13 +475,14 @@ def request_of(messages: list[Any], stop: list[str] | None = None, options: dict
     again.
     """
     if seen is None:
-        written = [_encode_json(_message_json(m, keep_id=False)) for m in messages]
+        written = [_message_bytes(m, keep_id=False) for m in messages]
     else:
         written = []
         for m in messages:
             known = seen.get(id(m))
-            if known is None or known[0] is not m or known[1] is not getattr(m, "content", None):
-                known = seen[id(m)] = (m, getattr(m, "content", None), _encode_json(_message_json(m, keep_id=False)))
+            content = getattr(m, "content", None)
+            if known is None or known[0] is not m or known[1] is not content:
+                known = seen[id(m)] = (m, content, _message_bytes(m, keep_id=False))
             written.append(known[2])
     out: dict[str, Any] = {}
     if stop is not None:
@@ -526,18 +527,57 @@ def _message_json(message: Any, *, keep_id: bool) -> Any:
     return {"type": message.type, "data": data}
 
 
+#: the types of a message's fields that pydantic writes as they are (JSON already)
+_PLAIN = frozenset((str, list, dict, int, float, bool, type(None)))
+#: the types of the empty fields a message is written without
+_EMPTIED = frozenset((dict, list, type(None)))
+#: ``{"type":"ai","data":`` of each message type
+_HEADS: dict[str, bytes] = {}
+
+
+def _message_bytes(message: Any, *, keep_id: bool) -> bytes:
+    """:func:`_message_json` 's JSON bytes. A message whose fields are plain JSON values (what
+    LangChain's messages hold) is written by pydantic straight to bytes, its empty fields
+    and id left out as they are found — half the time of a dump to data, then to JSON, which
+    is what a message with anything else (an artifact, an extra field) gets."""
+    if isinstance(message, BaseMessage) and not message.__pydantic_extra__:
+        fields = message.__dict__
+        if _PLAIN.issuperset(map(type, fields.values())):
+            drop = {k for k, v in fields.items() if not v and type(v) in _EMPTIED}  # None, {}, []
+            drop.discard("content")
+            drop.add("type")
+            mid = fields.get("id")
+            if mid is not None and (not keep_id or isinstance(mid, str) and mid.startswith(_GENERATED_IDS)):
+                drop.add("id")
+            try:
+                data = message.__pydantic_serializer__.to_json(message, exclude=drop)
+            except Exception:  # noqa: BLE001 - pydantic cannot write it: the general way says why, or copes
+                data = b"e+"
+            if b"e+" not in data:  # pydantic writes 1e16 as 1e+16: the general way keeps the bytes as they were
+                head = _HEADS.get(message.type)
+                if head is None:
+                    head = _HEADS[message.type] = b'{"type":' + _encode_json(message.type) + b',"data":'
+                return head + data + b"}"
+    return _encode_json(_message_json(message, keep_id=keep_id))
+
+
 def _encode(value: Any) -> Any:
     """A ``ChatResult`` as recorded — its JSON bytes, made once (the generations' messages,
     their generation info, the provider's output); anything else as JSON."""
     if not isinstance(value, ChatResult):
         return _jsonable(value)
-    out: dict[str, Any] = {"generations": [
-        {"message": _message_json(g.message, keep_id=True),
-         **({"generation_info": _jsonable(g.generation_info)} if g.generation_info else {})}
-        for g in value.generations]}
+    parts = []
+    for g in value.generations:
+        written = _message_bytes(g.message, keep_id=True)
+        if g.generation_info:
+            parts.append(b'{"message":' + written + b',"generation_info":'
+                         + _encode_json(_jsonable(g.generation_info)) + b"}")
+        else:
+            parts.append(b'{"message":' + written + b"}")
+    out = b'{"generations":[' + b",".join(parts) + b"]"
     if value.llm_output:
-        out["llm_output"] = _jsonable(value.llm_output)
-    return msgspec.Raw(_encode_json(out))
+        out += b',"llm_output":' + _encode_json(_jsonable(value.llm_output))
+    return msgspec.Raw(out + b"}")
 
 
 def _decode(data: Any) -> Any:
@@ -555,18 +595,15 @@ def _decode(data: Any) -> Any:
 CODEC = ToolCodec(_encode, _decode)
 
 
-def _usage(result: Any, model: str) -> None:
-    """Report the response's token usage to the case (``usage_metadata``)."""
-    rec = _CURRENT.get()
-    if rec is None:
-        return
+def _usage(rec: Any, result: Any, model: str) -> None:
+    """Report the response's token usage to the case ``rec`` (``usage_metadata``)."""
     for g in getattr(result, "generations", ()):
         usage = getattr(g.message, "usage_metadata", None)
         if not isinstance(usage, dict):
             continue
-        tokens = [usage.get("input_tokens", 0), usage.get("output_tokens", 0)]
-        if all(type(t) is int and t >= 0 for t in tokens):
-            rec.usage(input_tokens=tokens[0], output_tokens=tokens[1], model=model)
+        sent, received = usage.get("input_tokens", 0), usage.get("output_tokens", 0)
+        if type(sent) is int and type(received) is int and sent >= 0 and received >= 0:
+            rec.usage(input_tokens=sent, output_tokens=received, model=model)
 
 
 _encode_json = msgspec.json.Encoder().encode
