@@ -65,6 +65,37 @@ def test_sqlite_detects_a_tampered_event(tmp_path):
     s.close()
 
 
+def test_a_tampered_large_payload_is_read_as_stored_and_refused(tmp_path):
+    """A large payload (read through SQLite's blob handle, not in its row) changed behind the
+    log's back — one byte, same length — is read as it is now, and its chain no longer
+    verifies; stored as TEXT instead (as a foreign writer may), it reads back as the same bytes."""
+    from oloproof.store.log import EventLog
+
+    s = SQLiteStore(tmp_path / "log.db")
+    big = CaseFinished({"text": "a" * (3 << 20)})
+    EventLog(s).append("r/big", 0, [StepRecorded(1, "message", arguments={"text": "m"}), big])
+    s.close()
+    conn = sqlite3.connect(tmp_path / "log.db")
+    conn.execute("DROP TRIGGER events_append_only_update")
+    conn.execute("""UPDATE events SET payload = CAST(replace(CAST(payload AS TEXT), 'aaaa"', 'aaab"') AS BLOB)
+                    WHERE stream = 'r/big' AND seq = 1""")
+    conn.commit()
+    conn.close()
+    s = SQLiteStore(tmp_path / "log.db", readonly=True)
+    stored = s.read_stream("r/big")[1].payload
+    assert len(stored) == len(encode(big)) and b'aaab"}' in stored and stored != encode(big)
+    assert [(p.stream, p.seq) for p in s.verify().problems] == [("r/big", 1)]
+    s.close()
+    conn = sqlite3.connect(tmp_path / "log.db")
+    conn.execute("UPDATE events SET payload = CAST(payload AS TEXT) WHERE stream = 'r/big' AND seq = 1")
+    conn.commit()
+    conn.close()
+    s = SQLiteStore(tmp_path / "log.db", readonly=True)
+    assert s.read_stream("r/big")[1].payload == stored
+    assert [(p.stream, p.seq) for p in s.verify().problems] == [("r/big", 1)]
+    s.close()
+
+
 def test_readers_see_nothing_of_an_open_transaction(tmp_path):
     writer = SQLiteStore(tmp_path / "log.db")
     reader = SQLiteStore(tmp_path / "log.db", readonly=True)

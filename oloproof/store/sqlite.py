@@ -491,11 +491,22 @@ class SQLiteStore(EventStore):
         return [r[0] for r in cur]
 
     def read_stream(self, stream: str) -> list[StoredEvent]:
-        cur = self._conn.execute(
-            "SELECT stream, seq, type, payload, digest FROM events WHERE stream = ? ORDER BY seq",
-            (stream,),
+        # a payload past _LARGE (a 50,000-case run's seal is 1.9 MB) is left out of the row and
+        # read piece by piece into one buffer: read whole, SQLite would assemble it in a buffer
+        # of its own and Python copy it again — a reader's peak memory grew with its run by that
+        conn = self._conn
+        cur = conn.execute(
+            "SELECT stream, seq, type, CASE WHEN typeof(payload) = 'blob' AND length(payload) >= ? THEN NULL "
+            "ELSE payload END, digest, pos, length(payload) FROM events WHERE stream = ? ORDER BY seq",
+            (_LARGE, stream),
         )
-        return [StoredEvent(*_bytes_row(r)) for r in cur]
+        out = []
+        for r in cur.fetchall():
+            if r[3] is None:
+                out.append(StoredEvent(r[0], r[1], r[2], _read_large(conn, r[5], r[6]), r[4]))
+            else:
+                out.append(StoredEvent(*_bytes_row(r)))
+        return out
 
     def read_prefix(self, prefix: str) -> Iterator[StoredEvent]:
         if prefix:
@@ -799,6 +810,25 @@ def _reason(e: sqlite3.Error) -> str:
     if "full" in text:
         return "the disk is full"
     return text
+
+
+def _read_large(conn: sqlite3.Connection, pos: int, size: int) -> bytes:
+    """The payload of event ``pos`` (``size`` bytes), read through an incremental blob handle
+    into one buffer (the events are append-only: the row cannot change meanwhile). A
+    ``bytearray``, used as the payload's bytes are (decoded, hashed, sliced), never copied."""
+    buf = bytearray(size)
+    view = memoryview(buf)
+    at = 0
+    with conn.blobopen("events", "payload", pos, readonly=True) as blob:
+        while at < size:
+            piece = blob.read(_PIECE)
+            if not piece:
+                break
+            view[at:at + len(piece)] = piece
+            at += len(piece)
+    if at != size:
+        raise CorruptLogError(f"event at position {pos}: its payload ended after {at} of its {size} bytes")
+    return cast(bytes, buf)
 
 
 def _bytes_row(r: tuple) -> tuple:
