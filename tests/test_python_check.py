@@ -616,3 +616,74 @@ def test_prefix_evaluators_take_python_checks_too(project):
     edit(project / "oloproof.yaml", "next_ok, function: checks:one_transfer_as_asked", "next_ok, function: checks:nope")
     with pytest.raises(ConfigError, match=r"oloproof.yaml:14: prefix.evaluators\[0\].function 'checks:nope'"):
         load_prefix_project(project)
+
+
+# ---- a check that never returns ---------------------------------------------------------
+
+STUCK = '''\
+from oloproof import Verdict
+
+
+def stuck_on_twice(case):
+    if case.id == "twice":
+        while True:  # a check that never returns
+            pass
+    return Verdict.pass_()
+
+
+def swallows_the_interruption(case):
+    if case.id == "twice":
+        try:
+            while True:
+                pass
+        except BaseException:  # noqa: BLE001 - what a careless check does
+            return Verdict.pass_()
+    return Verdict.pass_()
+'''
+
+
+def test_a_check_that_never_returns_is_stopped_at_the_timeout_and_missing(cli, project):
+    """A python check looping forever on one case does not hang ``run`` or ``eval``: past the
+    configuration's ``timeout`` the case is missing (evaluator_error), the traceback shows where
+    the check was; one that swallows the interruption and returns a pass is missing too."""
+    write(project / "stuck.py", STUCK)
+    config = CONFIG.replace("evaluators:\n", "timeout: 0.5\nevaluators:\n  - {type: python, criterion: stuck, "
+                            "function: stuck:stuck_on_twice}\n  - {type: python, criterion: swallowed, "
+                            "function: stuck:swallows_the_interruption}\n")
+    write(project / "oloproof.yaml", config)
+    data = run(cli, project)
+    for criterion in ("stuck", "swallowed"):
+        got = verdicts(data, criterion)
+        assert got["twice"] == "missing/evaluator_error", (criterion, got)
+        assert {k: v for k, v in got.items() if k != "twice"} == \
+            {c["id"]: "missing/system_error" if c["id"] == "crashes" else "pass" for c in CASES if c["id"] != "twice"}
+    case = next(c for c in data["cases"] if c["case_id"] == "twice")
+    [error] = [p for p in case["paths"] if p["criterion"] == "stuck"]
+    assert error["note"] == ("evaluator_error: TimeoutError: the check did not return within 0.5 s "
+                             "(the timeout in oloproof.yaml)")
+    assert 'File "stuck.py", line 6, in stuck_on_twice' in error["recorded"], error["recorded"]
+    # a stored run is re-judged with the timeout it stored
+    r = cli("eval", "latest", "--json", "e.json", cwd=project)
+    assert r.exit_code == 0, r.output
+    again = json.loads((project / "e.json").read_text())
+    assert verdicts(again, "stuck") == verdicts(data, "stuck")
+
+
+def test_without_a_timeout_a_check_is_stopped_at_the_default_limit(monkeypatch):
+    from oloproof.app import project as project_module
+
+    monkeypatch.setattr(project_module, "CHECK_TIMEOUT", 0.3)
+    namespace: dict = {}
+    exec(compile(STUCK, "stuck.py", "exec"), namespace)
+    check = project_module._user_check(namespace["stuck_on_twice"], None)
+    with pytest.raises(TimeoutError, match=r"within 0.3 s \(the limit when oloproof.yaml sets no timeout\)"):
+        check(CaseView(id="twice"))
+    assert check(CaseView(id="right")) == Verdict.pass_()
+    # on a thread that is not the main one (a Dask worker's), the check is left behind at the limit
+    import threading
+
+    raised: list = []
+    t = threading.Thread(target=lambda: raised.append(pytest.raises(TimeoutError, check, CaseView(id="twice"))))
+    t.start()
+    t.join(10)
+    assert not t.is_alive() and raised and "within 0.3 s" in str(raised[0].value)

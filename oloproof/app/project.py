@@ -239,7 +239,7 @@ def suite_from_stored(stored: dict[str, Any], label: str = "<stored run config>"
     suite = build_suite(config, loc, release, loc)
     if config.metamorphic:
         suite.set_metamorphic(config.metamorphic.transforms, stored.get("labels") or {})
-    bind_stored_checks(suite, root, trusted=trusted)
+    bind_stored_checks(suite, root, trusted=trusted, timeout=config.timeout)
     bind_stored_judges(suite, stored)
     suite.definition = stored
     return suite
@@ -270,13 +270,14 @@ def bind_checks(project: Project) -> None:
         problem = function_problem(fn)
         if problem is not None:
             raise ConfigError(f"{where}: {label} {ev.spec!r} {problem}")
-        ev.bind(_printing_to_stderr(fn), check_digest(fn, ev.spec), str(project.root))
+        ev.bind(_user_check(fn, project.config.timeout), check_digest(fn, ev.spec), str(project.root))
         digests[ev.spec] = ev.digest
     if digests:
         project.stored_config["checks"] = digests
 
 
-def bind_stored_checks(suite: SuiteEvaluation, root: Path | str | None, *, trusted: bool = False) -> None:
+def bind_stored_checks(suite: SuiteEvaluation, root: Path | str | None, *, trusted: bool = False,
+                       timeout: float | None = None) -> None:
     """Import the python checks of a suite rebuilt from a stored run's configuration.
 
     A log names the code; only code of the project folder is imported for it (``root``, or
@@ -309,20 +310,42 @@ def bind_stored_checks(suite: SuiteEvaluation, root: Path | str | None, *, trust
             problem = function_problem(fn)
             if problem is not None:
                 raise ConfigError(f"{ev.spec!r} {problem}")
-            ev.bind(_printing_to_stderr(fn), check_digest(fn, ev.spec), str(folder))
+            ev.bind(_user_check(fn, timeout), check_digest(fn, ev.spec), str(folder))
         except ConfigError as e:
             ev.unbound(str(e))
 
 
-def _printing_to_stderr(fn: Any) -> Any:
-    """A python check whose ``print`` goes to stderr: a command's standard output carries its
-    result (``--json -``, ``export --out -``, the gate's comment), never a check's own lines."""
+#: seconds a python check may take on one case when ``oloproof.yaml`` sets no ``timeout``
+CHECK_TIMEOUT = 60.0
+
+
+def _user_check(fn: Any, timeout: float | None) -> Any:
+    """A python check as it is judged with: its ``print`` goes to stderr (a command's standard
+    output carries its result — ``--json -``, ``export --out -``, the gate's comment — never a
+    check's own lines), and it may take at most the configuration's ``timeout`` (else
+    :data:`CHECK_TIMEOUT`) seconds on one case: a check that loops or waits forever would hang
+    the run, ``eval`` and ``gate``. Past it the check is interrupted where it is (on the main
+    thread; elsewhere it is left behind) and the case is ``missing`` (``evaluator_error``) with
+    a :class:`TimeoutError` whose traceback shows where the check was."""
     import functools
+
+    from oloproof.recorder.record import CaseTimeout, call_with_timeout
+
+    seconds = CHECK_TIMEOUT if timeout is None else timeout
+    source = "the timeout in oloproof.yaml" if timeout is not None else \
+        "the limit when oloproof.yaml sets no timeout"
+
+    def printing(case: Any) -> Any:
+        with contextlib.redirect_stdout(sys.stderr):
+            return fn(case)
 
     @functools.wraps(fn)
     def check(case: Any) -> Any:
-        with contextlib.redirect_stdout(sys.stderr):
-            return fn(case)
+        try:
+            return call_with_timeout(lambda: printing(case), seconds)
+        except CaseTimeout as e:
+            raise TimeoutError(f"the check did not return within {seconds:g} s ({source})") \
+                .with_traceback(e.__traceback__) from None
 
     return check
 
