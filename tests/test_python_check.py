@@ -682,8 +682,17 @@ def test_without_a_timeout_a_check_is_stopped_at_the_default_limit(monkeypatch):
     # on a thread that is not the main one (a Dask worker's), the check is left behind at the limit
     import threading
 
+    stop = threading.Event()
+
+    def spins(case):
+        while not stop.is_set():  # stopped below: a thread left spinning would slow every later test
+            pass
+        return Verdict.pass_()
+
     raised: list = []
-    t = threading.Thread(target=lambda: raised.append(pytest.raises(TimeoutError, check, CaseView(id="twice"))))
+    left = project_module._user_check(spins, None)
+    t = threading.Thread(target=lambda: raised.append(pytest.raises(TimeoutError, left, CaseView(id="x"))))
     t.start()
     t.join(10)
+    stop.set()
     assert not t.is_alive() and raised and "within 0.3 s" in str(raised[0].value)
