@@ -8,9 +8,9 @@ Bare and instrumented copies of the same calls, made the way LangGraph makes the
 * ``model``: ``BaseChatModel.invoke(messages)`` of an offline chat model answering a tool
   call (a new message each time, as a provider's is), with a realistic request — eight
   messages of a conversation (a human turn, tool calls, tool results, an answer), three tools
-  bound — that grows as a graph's does: each request is the conversation so far, the previous
-  call's answer and a new tool result (so, in a case, every request has two messages not
-  written before: what a run's next model call brings); the bare side runs LangChain's own
+  bound — that grows as a graph's does: each request is the previous one, its answer and a new
+  tool result (so, in a case, two messages not written before: what a run's next model call
+  brings), a conversation starting again every fourth call; the bare side runs LangChain's own
   ``_generate_with_cache``, the instrumented side the hook that routes it;
 * ``run``: a whole ``graph.invoke`` of a two-agent team (``create_react_agent`` agents: triage
   hands off to billing, billing calls a tool then answers: 3 model calls, 1 tool call, 1
@@ -158,9 +158,10 @@ def model_calls(model: Any, n: int) -> list[int]:
         t0 = time.thread_time_ns()
         answer = model.invoke(request)
         out.append(time.thread_time_ns() - t0)
-        # the next request, as a graph makes it: the conversation so far, this answer, its tool's result
-        request = [*CONVERSATION[:6], answer,
-                   ToolMessage('{"refunded": 40.0}', tool_call_id=f"r{i}", name="issue_refund")]
+        # the next request, as a graph makes it: the conversation so far, this answer, its tool's
+        # result; every fourth call a conversation starts again (8 to 14 messages a request)
+        request = CONVERSATION if i % 4 == 3 else [
+            *request, answer, ToolMessage('{"refunded": 40.0}', tool_call_id=f"r{i}", name="issue_refund")]
     return out
 
 
@@ -181,7 +182,7 @@ ORIGINAL = tuple(getattr(f, "__wrapped__", f) for f in HOOKED)
 def timed(kind: str, target: Any, n: int, in_case: bool, instrumented: bool) -> float:
     """The median call of a batch of ``n`` (a run: per routed call, 4 of them)."""
     # the bare model: LangChain's own generate path, without the hook (installed for the class)
-    BaseChatModel._generate_with_cache, BaseChatModel._agenerate_with_cache = (  # type: ignore[method-assign]
+    BaseChatModel._generate_with_cache, BaseChatModel._agenerate_with_cache = (  # type: ignore[method-assign,assignment]
         HOOKED if instrumented or kind != "model" else ORIGINAL)
     tokens = []
     if in_case:

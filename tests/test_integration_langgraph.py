@@ -495,8 +495,20 @@ def test_a_message_is_written_byte_for_byte_as_its_data_would_be():
     import datetime
 
     from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+    from pydantic import computed_field, field_serializer
 
     from oloproof.integrations.langgraph import _encode_json, _message_bytes, _message_json
+
+    class Loud(HumanMessage):  # writes its content its own way
+        @field_serializer("content")
+        def _loud(self, content: Any) -> Any:
+            return content.upper()
+
+    class Tagged(HumanMessage):  # writes a field it computes
+        @computed_field
+        @property
+        def tag(self) -> str:
+            return "t"
 
     messages = [
         HumanMessage('h\u00e9llo \u2028 \x00 "q" \\ / \U0001f600', id="b7c1"), HumanMessage("", id="lc_run--1-0"),
@@ -509,7 +521,8 @@ def test_a_message_is_written_byte_for_byte_as_its_data_would_be():
         ToolMessage("ok", tool_call_id="c1", status="success"), ToolMessage("ok", tool_call_id="c1", artifact=()),
         ToolMessage("ok", tool_call_id="c1", artifact={"rows": 2}),
         ToolMessage("ok", tool_call_id="c1", artifact=object()),
-        SystemMessage("be brief", extra_field=[]),
+        SystemMessage("be brief", extra_field=[]), Loud("quiet"), Tagged("hi"),
+        ToolMessage.model_construct(status="error", tool_call_id="c2", content="boom", type="tool"),
     ]
     def written(write: Any) -> Any:
         try:

@@ -42,6 +42,7 @@ from __future__ import annotations
 import builtins
 import functools
 import inspect
+import operator
 import typing
 from collections.abc import Iterator
 from contextvars import ContextVar
@@ -98,7 +99,7 @@ class _Run:
     """The outermost instrumented graph run in progress in a case (what :data:`_RUN` holds):
     its graph, how deep in LangGraph's namespaces it runs, the agent in control."""
 
-    __slots__ = ("graph", "depth", "last", "seen")
+    __slots__ = ("graph", "depth", "last", "seen", "options")
 
     def __init__(self, graph: _Graph, depth: int) -> None:
         self.graph = graph
@@ -108,6 +109,8 @@ class _Run:
         #: conversation so far): id -> (the message, kept alive so its id is not reused; its
         #: content when written, to see a message changed in place; what was written)
         self.seen: dict[int, tuple[Any, Any, bytes]] = {}
+        #: the last request's options (stop, their names, values — kept alive — and JSON)
+        self.options: tuple[Any, tuple[str, ...], tuple[Any, ...], bytes] | None = None
 
     def agent_of(self, metadata: Any, *, model: bool) -> str | None:
         """The agent a call belongs to, from LangGraph's metadata of the node it runs in."""
@@ -430,11 +433,13 @@ def _install_model_hook() -> None:
         if run is None or _IN_MODEL.get() or (rec := _CURRENT.get()) is None:
             return generate(self, messages, stop, run_manager, **kwargs)
         name = _model_name(self)
-        agent = run.agent_of(_metadata({"run_manager": run_manager}), model=True)
+        config = var_child_runnable_config.get()
+        agent = run.agent_of(config["metadata"] if config is not None and config.get("metadata")
+                             else getattr(run_manager, "metadata", None), model=True)
         token = _IN_MODEL.set(True)
         try:
             result = route(name, generate, (self, messages, stop, run_manager), kwargs,
-                           arguments=request_of(messages, stop, kwargs, run.seen), kind="model", codec=CODEC,
+                           arguments=_request(run, messages, stop, kwargs), kind="model", codec=CODEC,
                            agent=agent)
         finally:
             _IN_MODEL.reset(token)
@@ -452,7 +457,7 @@ def _install_model_hook() -> None:
         token = _IN_MODEL.set(True)
         try:
             result = await aroute(name, agenerate, (self, messages, stop, run_manager), kwargs,
-                                  arguments=request_of(messages, stop, kwargs, run.seen), kind="model",
+                                  arguments=_request(run, messages, stop, kwargs), kind="model",
                                   codec=CODEC, agent=agent)
         finally:
             _IN_MODEL.reset(token)
@@ -475,15 +480,26 @@ def request_of(messages: list[Any], stop: list[str] | None = None, options: dict
     again.
     """
     if seen is None:
-        written = [_message_bytes(m, keep_id=False) for m in messages]
+        written = b",".join([_message_bytes(m, keep_id=False) for m in messages])
     else:
-        written = []
-        for m in messages:
-            known = seen.get(id(m))
-            content = getattr(m, "content", None)
-            if known is None or known[0] is not m or known[1] is not content:
-                known = seen[id(m)] = (m, content, _message_bytes(m, keep_id=False))
-            written.append(known[2])
+        written = _written(messages, [getattr(m, "content", None) for m in messages], seen)
+    return msgspec.Raw(b'{"messages":[' + written + b"]" + _options(stop, options))
+
+
+def _written(messages: Any, contents: list[Any], seen: dict[int, tuple[Any, Any, bytes]]) -> bytes:
+    """The messages' JSON, joined: each one's reused from ``seen`` when it is the same message
+    with the same content, written (and kept there) otherwise."""
+    written = []
+    for m, content in zip(messages, contents, strict=True):
+        known = seen.get(id(m))
+        if known is None or known[0] is not m or known[1] is not content:
+            known = seen[id(m)] = (m, content, _message_bytes(m, keep_id=False))
+        written.append(known[2])
+    return b",".join(written)
+
+
+def _options(stop: list[str] | None, options: dict[str, Any] | None) -> bytes:
+    """The request's members after its messages (``,"stop":…,"tools":[…]}``), or ``}``."""
     out: dict[str, Any] = {}
     if stop is not None:
         out["stop"] = list(stop)
@@ -492,8 +508,22 @@ def request_of(messages: list[Any], stop: list[str] | None = None, options: dict
             out["tools"] = [_tool_label(t) for t in value]
         else:
             out[key] = _jsonable(value)
-    rest = _encode_json(out)  # b"{...}": its members follow the messages
-    return msgspec.Raw(b'{"messages":[' + b",".join(written) + b"]" + (b"," + rest[1:] if out else b"}"))
+    return b"," + _encode_json(out)[1:] if out else b"}"
+
+
+def _request(run: _Run, messages: list[Any], stop: list[str] | None, options: dict[str, Any]) -> msgspec.Raw:
+    """:func:`request_of` in a run: the messages written before reused (``run.seen``), and the
+    options' JSON too when they are the last request's — the same objects (what the model was
+    bound with: its tools), checked as such in a C loop."""
+    written = _written(messages, [getattr(m, "content", None) for m in messages], run.seen)
+    keys, values = tuple(options), tuple(options.values())
+    last = run.options
+    if last is not None and last[0] is stop and last[1] == keys and all(map(operator.is_, values, last[2])):
+        rest = last[3]
+    else:
+        rest = _options(stop, options)
+        run.options = (stop, keys, values, rest)
+    return msgspec.Raw(b'{"messages":[' + written + b"]" + rest)
 
 
 def _tool_label(tool: Any) -> Any:
@@ -531,6 +561,18 @@ def _message_json(message: Any, *, keep_id: bool) -> Any:
 _PLAIN = frozenset((str, list, dict, int, float, bool, type(None)))
 #: the types of the empty fields a message is written without
 _EMPTIED = frozenset((dict, list, type(None)))
+#: a message class's fields in the order pydantic writes them; None: a class that writes
+#: itself otherwise (computed fields, its own serializers)
+_SCALAR_FIELDS: dict[type, tuple[str, ...] | None] = {}
+
+
+def _scalar_fields(cls: Any) -> tuple[str, ...] | None:
+    decorators = cls.__pydantic_decorators__
+    if cls.model_computed_fields or decorators.field_serializers or decorators.model_serializers:
+        return None
+    return tuple(cls.model_fields)
+
+
 #: ``{"type":"ai","data":`` of each message type
 _HEADS: dict[str, bytes] = {}
 
@@ -542,6 +584,27 @@ def _message_bytes(message: Any, *, keep_id: bool) -> bytes:
     is what a message with anything else (an artifact, an extra field) gets."""
     if isinstance(message, BaseMessage) and not message.__pydantic_extra__:
         fields = message.__dict__
+        names = _SCALAR_FIELDS.get(type(message), ())
+        if names == ():
+            names = _SCALAR_FIELDS[type(message)] = _scalar_fields(type(message))
+        if names is not None:  # the fields, to write them here when they are text (a tool's result)
+            data: dict[str, Any] = {}
+            for key in names:
+                value = fields[key]
+                kind = type(value)
+                if kind is str or kind is int or kind is float or kind is bool:
+                    data[key] = value
+                elif value is None or (kind is dict or kind is list) and not value:  # empty: left out
+                    if key == "content":
+                        data[key] = value
+                else:
+                    break  # a structure: pydantic writes it (a TypedDict's keys in their declared order)
+            else:
+                del data["type"]
+                mid = data.get("id")
+                if mid is not None and (not keep_id or isinstance(mid, str) and mid.startswith(_GENERATED_IDS)):
+                    del data["id"]
+                return _encode_json({"type": message.type, "data": data})
         if _PLAIN.issuperset(map(type, fields.values())):
             drop = {k for k, v in fields.items() if not v and type(v) in _EMPTIED}  # None, {}, []
             drop.discard("content")
@@ -550,14 +613,14 @@ def _message_bytes(message: Any, *, keep_id: bool) -> bytes:
             if mid is not None and (not keep_id or isinstance(mid, str) and mid.startswith(_GENERATED_IDS)):
                 drop.add("id")
             try:
-                data = message.__pydantic_serializer__.to_json(message, exclude=drop)
+                body = message.__pydantic_serializer__.to_json(message, exclude=drop)
             except Exception:  # noqa: BLE001 - pydantic cannot write it: the general way says why, or copes
-                data = b"e+"
-            if b"e+" not in data:  # pydantic writes 1e16 as 1e+16: the general way keeps the bytes as they were
+                body = b"e+"
+            if b"e+" not in body:  # pydantic writes 1e16 as 1e+16: the general way keeps the bytes as they were
                 head = _HEADS.get(message.type)
                 if head is None:
                     head = _HEADS[message.type] = b'{"type":' + _encode_json(message.type) + b',"data":'
-                return head + data + b"}"
+                return head + body + b"}"
     return _encode_json(_message_json(message, keep_id=keep_id))
 
 
