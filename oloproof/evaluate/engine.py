@@ -22,7 +22,7 @@ from oloproof.evaluate.gate import GateResult, judge_gate, kind_rules
 from oloproof.evaluate.metrics import QuantileMetric
 from oloproof.evaluate.slices import Slice, SliceSpecError
 from oloproof.records import AGENT_TRAJECTORY_V1
-from oloproof.stats.intervals import RateInterval, rate_interval
+from oloproof.stats.intervals import ALPHA, RateInterval, rate_interval
 from oloproof.stats.quantiles import QuantileInterval, quantile_interval
 from oloproof.views import CaseView, Replays
 
@@ -552,11 +552,16 @@ class Accumulator:
         if not self.suite.judges:
             return {}
         from oloproof.evaluate.judge import LabelTally, calibrate
+        from oloproof.stats.correction import PARTS
 
         tallies = {e.criterion: tally for _, e, tally in self._label_tallies}
+        index = {name: i for i, name in enumerate(self.suite.criteria)}
+        # the apparent rate's bounds at the level the correction combines, with the cases'
+        # clusters as the criterion's own interval has them (the trials of a case are one)
         return {e.criterion: calibrate(e.criterion, tallies.get(e.criterion, LabelTally()), len(e.judge_labels),
                                        criteria[e.criterion], min_labels=e.min_labels,
-                                       min_agreement=e.min_agreement)
+                                       min_agreement=e.min_agreement,
+                                       apparent=self.crit[index[e.criterion]].rate(ALPHA / PARTS))
                 for _, e in self.suite.judges}
 
 
@@ -605,8 +610,9 @@ class _Tally:
             self.sums = ClusterSums()
         self.sums.add(*c)
 
-    def rate(self) -> RateInterval:
-        """Exact when every cluster holds at most one counted case; cluster-aware otherwise."""
+    def rate(self, alpha: float = ALPHA) -> RateInterval:
+        """Exact when every cluster holds at most one counted case; cluster-aware otherwise
+        (``alpha``: one minus the interval's level)."""
         from oloproof.stats.clusters import ClusterSums, sums_interval
 
         sums = ClusterSums()
@@ -622,8 +628,8 @@ class _Tally:
             sums.add(1, 1, 0, times=p)
             sums.add(0, 1, 0, times=o - p)
             sums.add(0, 0, 1, times=m)
-            return sums_interval(sums, self.excluded)
-        return rate_interval(p + sums.passed, o + sums.observed, m + sums.missing, self.excluded)
+            return sums_interval(sums, self.excluded, alpha)
+        return rate_interval(p + sums.passed, o + sums.observed, m + sums.missing, self.excluded, alpha)
 
 
 def build_suite(config: ProjectConfig, locator: Locator, release: ReleaseConfig | None = None,

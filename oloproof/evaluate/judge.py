@@ -48,7 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from oloproof.evaluate.base import FAIL, PASS, Evaluator, EvaluatorConfig, Verdict, evaluator, excluded, missing
 from oloproof.events import JudgementRecorded, JudgeVerdict, canonical_json
 from oloproof.records import AGENT_TRAJECTORY_V1
-from oloproof.stats.correction import CorrectedRate, corrected_rate
+from oloproof.stats.correction import METHOD, CorrectedRate, corrected_rate
 from oloproof.stats.intervals import clopper_pearson
 from oloproof.views import CaseView
 
@@ -448,12 +448,14 @@ def _exact(k: int, n: int) -> tuple[float | None, float | None, float | None]:
 
 
 def calibrate(criterion: str, tally: LabelTally, labels_given: int, row: Any, *, min_labels: int,
-              min_agreement: float) -> JudgeCalibration:
+              min_agreement: float, apparent: Any = None) -> JudgeCalibration:
     """The calibration of a judge criterion from its labelled cases (``tally``) and its rate
     row (``row``, a :class:`~oloproof.stats.intervals.RateInterval`): agreement, sensitivity
     and specificity with Clopper–Pearson intervals; calibrated when at least ``min_labels``
     labels were compared and the agreement's low end is at least ``min_agreement``; then the
-    corrected rate (:func:`~oloproof.stats.correction.corrected_rate`)."""
+    corrected rate (:func:`~oloproof.stats.correction.corrected_rate`; ``apparent``: the
+    criterion's interval at the correction's per-part level, cluster-aware when its cases are
+    clustered — None: the exact one from ``row``'s counts)."""
     n = tally.true_pass + tally.false_fail + tally.true_fail + tally.false_pass
     agree = tally.true_pass + tally.true_fail
     agreement = _exact(agree, n)
@@ -473,7 +475,10 @@ def calibrate(criterion: str, tally: LabelTally, labels_given: int, row: Any, *,
     if problem is None:
         corrected = corrected_rate(row.passed, row.observed, row.missing, true_pass=tally.true_pass,
                                    false_fail=tally.false_fail, true_fail=tally.true_fail,
-                                   false_pass=tally.false_pass)
+                                   false_pass=tally.false_pass,
+                                   apparent=None if apparent is None else (apparent.low, apparent.high),
+                                   method=None if apparent is None or not apparent.approximate
+                                   else f"{METHOD}+{apparent.method}")
     return JudgeCalibration(criterion, n, labels_given, tally.stale, tally.unjudged, tally.true_pass,
                             tally.false_fail, tally.true_fail, tally.false_pass, *agreement, *sensitivity,
                             *specificity, min_labels, min_agreement, problem is None, problem, corrected)
