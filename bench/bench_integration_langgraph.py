@@ -175,15 +175,15 @@ def runs(graph: Any, n: int) -> list[int]:
 
 
 integration._install_model_hook()
-HOOKED = (BaseChatModel._generate_with_cache, BaseChatModel._agenerate_with_cache)
-ORIGINAL = tuple(getattr(f, "__wrapped__", f) for f in HOOKED)
+HOOKED: tuple[Any, Any] = (BaseChatModel._generate_with_cache, BaseChatModel._agenerate_with_cache)
+ORIGINAL: tuple[Any, Any] = (HOOKED[0].__wrapped__, HOOKED[1].__wrapped__)
 
 
 def timed(kind: str, target: Any, n: int, in_case: bool, instrumented: bool) -> float:
     """The median call of a batch of ``n`` (a run: per routed call, 4 of them)."""
     # the bare model: LangChain's own generate path, without the hook (installed for the class)
-    BaseChatModel._generate_with_cache, BaseChatModel._agenerate_with_cache = (  # type: ignore[method-assign,assignment]
-        HOOKED if instrumented or kind != "model" else ORIGINAL)
+    hooks = HOOKED if instrumented or kind != "model" else ORIGINAL
+    BaseChatModel._generate_with_cache, BaseChatModel._agenerate_with_cache = hooks  # type: ignore[method-assign]
     tokens = []
     if in_case:
         tokens.append((_CURRENT, _CURRENT.set(CaseRecorder(Case("bench", {})))))

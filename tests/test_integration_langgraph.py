@@ -536,6 +536,33 @@ def test_a_message_is_written_byte_for_byte_as_its_data_would_be():
                 lambda: _encode_json(_message_json(message, keep_id=keep_id))), (message, keep_id)
 
 
+def test_a_request_in_a_run_is_written_as_request_of_writes_it():
+    """In a run, messages and options already written are reused (the same objects): every
+    request is still the bytes ``request_of`` makes of it, whatever changed between two."""
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langgraph.graph import START, MessagesState, StateGraph
+
+    from oloproof.integrations.langgraph import _Graph, _request, _Run, request_of
+
+    g = StateGraph(MessagesState)
+    g.add_node("a", lambda state: state)
+    g.add_edge(START, "a")
+    run = _Run(_Graph(g.compile()), 0)
+    first, second = [{"type": "function", "function": {"name": "lookup"}}], [{"name": "refund"}]
+    said = AIMessage("ok")
+    conversation = [HumanMessage("hi"), said]
+    calls: list[tuple[Any, Any, dict[str, Any]]] = [
+        (conversation, None, {"tools": first}), (conversation, None, {"tools": first}),
+        (conversation, None, {"tools": second}), (conversation, ["\n"], {"tools": second}),
+        (conversation, None, {"tool_choice": second}), (conversation[:1], None, {"tools": first, "x": 1}),
+        (conversation, None, {}), ([*conversation, HumanMessage("more")], None, {"tools": first}),
+    ]
+    for messages, stop, options in calls:
+        assert bytes(_request(run, messages, stop, options)) == bytes(request_of(messages, stop, options))
+    said.content = "changed"  # a message changed in place is written again
+    assert b"changed" in bytes(_request(run, conversation, None, {"tools": first}))
+
+
 def test_instrument_refuses_what_is_not_a_compiled_graph():
     from langgraph.graph import MessagesState, StateGraph
 

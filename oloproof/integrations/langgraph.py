@@ -482,16 +482,18 @@ def request_of(messages: list[Any], stop: list[str] | None = None, options: dict
     if seen is None:
         written = b",".join([_message_bytes(m, keep_id=False) for m in messages])
     else:
-        written = _written(messages, [getattr(m, "content", None) for m in messages], seen)
+        written = _written(messages, seen)
     return msgspec.Raw(b'{"messages":[' + written + b"]" + _options(stop, options))
 
 
-def _written(messages: Any, contents: list[Any], seen: dict[int, tuple[Any, Any, bytes]]) -> bytes:
+def _written(messages: Any, seen: dict[int, tuple[Any, Any, bytes]]) -> bytes:
     """The messages' JSON, joined: each one's reused from ``seen`` when it is the same message
     with the same content, written (and kept there) otherwise."""
     written = []
-    for m, content in zip(messages, contents, strict=True):
-        known = seen.get(id(m))
+    get = seen.get
+    for m in messages:
+        known = get(id(m))
+        content = getattr(m, "content", None)
         if known is None or known[0] is not m or known[1] is not content:
             known = seen[id(m)] = (m, content, _message_bytes(m, keep_id=False))
         written.append(known[2])
@@ -515,7 +517,7 @@ def _request(run: _Run, messages: list[Any], stop: list[str] | None, options: di
     """:func:`request_of` in a run: the messages written before reused (``run.seen``), and the
     options' JSON too when they are the last request's — the same objects (what the model was
     bound with: its tools), checked as such in a C loop."""
-    written = _written(messages, [getattr(m, "content", None) for m in messages], run.seen)
+    written = _written(messages, run.seen)
     keys, values = tuple(options), tuple(options.values())
     last = run.options
     if last is not None and last[0] is stop and last[1] == keys and all(map(operator.is_, values, last[2])):
