@@ -493,9 +493,10 @@ def test_a_message_is_written_byte_for_byte_as_its_data_would_be():
     kind of message and field: empty fields and LangChain's ids left out, a None inside kept,
     floats with exponents, text that needs escapes; and what pydantic cannot write."""
     import datetime
+    from typing import Annotated
 
     from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
-    from pydantic import computed_field, field_serializer
+    from pydantic import ConfigDict, Field, PlainSerializer, computed_field, field_serializer
 
     from oloproof.integrations.langgraph import _encode_json, _message_bytes, _message_json
 
@@ -510,6 +511,16 @@ def test_a_message_is_written_byte_for_byte_as_its_data_would_be():
         def tag(self) -> str:
             return "t"
 
+    class Hidden(HumanMessage):  # a field never written
+        secret: str = Field("s", exclude=True)
+
+    class Renamed(HumanMessage):  # a field written under another name, when asked to
+        model_config = ConfigDict(serialize_by_alias=True)
+        who: str = Field("me", serialization_alias="author")
+
+    class Shouted(HumanMessage):  # a field written through its own serializer
+        mood: Annotated[str, PlainSerializer(str.upper)] = "calm"
+
     messages = [
         HumanMessage('h\u00e9llo \u2028 \x00 "q" \\ / \U0001f600', id="b7c1"), HumanMessage("", id="lc_run--1-0"),
         AIMessage("", id="run-9", tool_calls=[{"name": "f", "args": {"a": None, "l": [], "d": {}}, "id": None}],
@@ -521,7 +532,8 @@ def test_a_message_is_written_byte_for_byte_as_its_data_would_be():
         ToolMessage("ok", tool_call_id="c1", status="success"), ToolMessage("ok", tool_call_id="c1", artifact=()),
         ToolMessage("ok", tool_call_id="c1", artifact={"rows": 2}),
         ToolMessage("ok", tool_call_id="c1", artifact=object()),
-        SystemMessage("be brief", extra_field=[]), Loud("quiet"), Tagged("hi"),
+        SystemMessage("be brief", extra_field=[]), Loud("quiet"), Tagged("hi"), Hidden("h"), Renamed("r"),
+        Shouted("s"), HumanMessage.model_construct(content="partly built"),
         ToolMessage.model_construct(status="error", tool_call_id="c2", content="boom", type="tool"),
     ]
     def written(write: Any) -> Any:
